@@ -1,0 +1,50 @@
+"""The target interface: one async method that sends a prompt and fills a record.
+
+Like an httpx transport, a target is tiny. The engine owns timing decisions
+(when to send, what counts); the target owns the wire (how to send, how to
+read). A target:
+
+- ``await target.open()``: create sessions/clients and run a *preflight*:
+  resolve the model, check credentials, prove the endpoint speaks the expected
+  API. Problems raise :class:`loadgen.errors.TargetError` / ``AuthError`` with one
+  line saying how to fix them, before any load is generated.
+- ``await target.send(prompt, record)``: send one request and fill ``record``
+  (``start_ns``, ``content_ns``, ``end_ns``, tokens, error). Request-level
+  failures are written to the record, never raised. Only ``CancelledError``
+  propagates (the engine cancels in-flight requests at the graceful-stop
+  deadline and marks them incomplete).
+- ``await target.close()``.
+- ``target.describe()``: a JSON-able dict for the results file (``url``, ``api``,
+  ``model``, ...). It must never contain secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from ..record import Prompt, RequestRecord
+
+
+@runtime_checkable
+class Target(Protocol):
+    async def open(self) -> None: ...
+
+    async def send(self, prompt: Prompt, record: RequestRecord) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class open_target:
+    """``async with open_target(t) as t:`` opens and always closes a target."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    async def __aenter__(self) -> Target:
+        await self.target.open()
+        return self.target
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.target.close()
