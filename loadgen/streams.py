@@ -28,7 +28,7 @@ from .sse import SSEDecoder
 class StreamParser(Protocol):
     def feed(self, chunk: bytes, now_ns: int) -> None: ...
 
-    def close(self, now_ns: int) -> None: ...
+    def close(self, now_ns: int, cut_short: bool = False) -> None: ...
 
 
 def _choice_text(choice: dict) -> str | None:
@@ -104,7 +104,9 @@ class OpenAIStreamParser:
             message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
             self.record.fail("stream_error", str(message)[:300], now_ns)
 
-    def close(self, now_ns: int) -> None:
+    def close(self, now_ns: int, cut_short: bool = False) -> None:
+        """End of body. ``cut_short``: the transport failed or was cancelled; keep what
+        arrived (tokens, text) without judging the stream's end."""
         for data in self._sse.close():
             self._on_event(data, now_ns)
         record = self.record
@@ -118,7 +120,7 @@ class OpenAIStreamParser:
             record.output_tokens, record.tokens_source = self._chunks, TOKENS_ESTIMATED
         if self._parts is not None:
             record.text = "".join(self._parts)
-        if record.error_type is None and not (self.done or self.finished):
+        if not cut_short and record.error_type is None and not (self.done or self.finished):
             record.fail("truncated_stream", "stream ended before [DONE] or a finish_reason", now_ns)
 
 

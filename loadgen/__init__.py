@@ -1,0 +1,19 @@
+"""loadgen: async load generator for LLM inference endpoints.
+
+Public API (see README, "Python API")::
+
+    from loadgen import sweep, run, ConstantConcurrency, ArrivalRate, StopRule
+"""
+
+__version__ = "0.1.0"
+
+from .api import make_target, run, sweep  # noqa: E402
+from .config import RequestOptions, Timeouts  # noqa: E402
+from .engine import RunControl  # noqa: E402
+from .load import ArrivalRate, ConstantConcurrency, StopRule  # noqa: E402
+from .prompts import PromptSource  # noqa: E402
+from .record import Prompt, RequestRecord  # noqa: E402
+
+__all__ = ["__version__", "sweep", "run", "make_target", "RequestOptions", "Timeouts",
+           "RunControl", "ArrivalRate", "ConstantConcurrency", "StopRule", "PromptSource",
+           "Prompt", "RequestRecord"]

@@ -1,0 +1,118 @@
+"""The programmatic async API. The CLI is a thin layer over these functions.
+
+    import asyncio, loadgen
+    result = asyncio.run(loadgen.sweep("http://127.0.0.1:8000",
+                                       loads=[loadgen.ConstantConcurrency(c) for c in (1, 4, 16)],
+                                       stop=loadgen.StopRule(requests=50)))
+    print(result.to_dict()["levels"][0]["output_tokens_per_s"])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import AsyncIterator, Callable, Sequence
+
+from .config import RequestOptions
+from .engine import LevelResult, RunControl, run_level
+from .errors import ConfigError
+from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .prompts import PromptSource
+from .results import RunResult, now_iso
+from .targets.base import Target, open_target
+
+
+def pool_size_for(loads: Sequence[Load]) -> int:
+    """Connections needed: the highest concurrency, or the in-flight cap (0 = unlimited)."""
+    sizes = []
+    for load in loads:
+        if isinstance(load, ConstantConcurrency):
+            sizes.append(load.concurrency)
+        else:
+            sizes.append(load.max_in_flight or 0)
+    return 0 if 0 in sizes else max(sizes, default=1)
+
+
+def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size: int = 100,
+                **sagemaker_options) -> Target:
+    """A target for ``http(s)://...`` (OpenAI-compatible) or ``sagemaker://ENDPOINT``."""
+    if url.startswith("sagemaker://"):
+        from .targets.sagemaker import SageMakerTarget
+
+        return SageMakerTarget.from_url(url, options, pool_size=pool_size or 1000,
+                                        **sagemaker_options)
+    given = sorted(k for k, v in sagemaker_options.items() if v not in (None, "auto"))
+    if given:
+        raise ConfigError(f"{', '.join('--' + g.replace('_', '-') for g in given)} only apply to "
+                          "sagemaker:// targets")
+    from .targets.openai_http import OpenAIHTTPTarget
+
+    return OpenAIHTTPTarget(url, options, pool_size=pool_size)
+
+
+@contextlib.asynccontextmanager
+async def _resolve_target(target: str | Target | None, options: RequestOptions, pool_size: int,
+                          sagemaker_options: dict) -> AsyncIterator[tuple[Target, bool]]:
+    """Yield an opened target, and whether it is the built-in simulator."""
+    if target is None:
+        from .simulator import simulator_process
+
+        with simulator_process() as url:
+            async with open_target(make_target(url, options, pool_size)) as opened:
+                yield opened, True
+        return
+    if isinstance(target, str):
+        target = make_target(target, options, pool_size, **sagemaker_options)
+    async with open_target(target) as opened:
+        yield opened, False
+
+
+async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], stop: StopRule,
+                options: RequestOptions = RequestOptions(),
+                prompts: PromptSource = PromptSource(),
+                out: str | os.PathLike | None = None, control: RunControl | None = None,
+                keep_records: bool = False,
+                on_progress: Callable[[Load, dict], None] | None = None,
+                on_level: Callable[[LevelResult], None] | None = None,
+                **sagemaker_options) -> RunResult:
+    """Run each load level in turn against ``target`` (URL, Target, or None = simulator).
+
+    Each level is measured separately. With ``out``, the results file is rewritten
+    after every level, so an interrupted run keeps what it measured (``partial``).
+    """
+    if not loads:
+        raise ConfigError("give at least one load level (--concurrency or --rate)")
+    control = control or RunControl()
+    async with _resolve_target(target, options, pool_size_for(loads), sagemaker_options) as (
+            opened, simulated):
+        result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
+                           simulated=simulated)
+        source = iter(prompts)
+        for load in loads:
+            if control.stopped:
+                break
+            progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+            level = await run_level(opened, load, stop, source, control=control,
+                                    keep_records=keep_records, on_progress=progress)
+            result.levels.append(level)
+            result.partial = control.stopped
+            if on_level:
+                on_level(level)
+            if out is not None:
+                result.write(out)
+        result.target = opened.describe()
+        result.finished_at = now_iso()
+        result.partial = control.stopped or len(result.levels) < len(loads)
+        if out is not None:
+            result.write(out)
+        return result
+
+
+async def run(target: str | Target | None = None, *, load: Load, stop: StopRule,
+              **kwargs) -> RunResult:
+    """One level: ``sweep`` with a single load."""
+    return await sweep(target, loads=[load], stop=stop, **kwargs)
+
+
+__all__ = ["sweep", "run", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
+           "RequestOptions", "PromptSource", "RunControl"]

@@ -1,0 +1,57 @@
+"""Request options shared by every target: what to ask the model for, and timeouts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .record import Prompt
+
+APIS = ("chat", "completions")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. ``idle_s`` bounds the gap between two reads of a streamed body."""
+
+    connect_s: float = 10.0
+    total_s: float = 600.0
+    idle_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    api: str = "chat"  # "chat" -> /v1/chat/completions, "completions" -> /v1/completions
+    model: str | None = None  # None: ask the server (/v1/models) at preflight
+    stream: bool = True
+    temperature: float = 0.0
+    ignore_eos: bool = True  # vLLM extension: generate exactly max_tokens
+    continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
+    keep_text: bool = False  # keep generated text on records (fidelity runs)
+    api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key, never the key
+    timeouts: Timeouts = Timeouts()
+
+
+def openai_body(prompt: Prompt, options: RequestOptions, model: str | None) -> dict[str, Any]:
+    """The OpenAI chat/completions request body for one prompt (also sent through SageMaker)."""
+    body: dict[str, Any] = {
+        "max_tokens": prompt.max_tokens,
+        "temperature": options.temperature,
+        "stream": options.stream,
+    }
+    if model:
+        body["model"] = model
+    if options.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt.text}]
+    else:
+        body["prompt"] = prompt.text
+    if options.stream:
+        stream_options = {"include_usage": True}
+        if options.continuous_usage:
+            stream_options["continuous_usage_stats"] = True
+        body["stream_options"] = stream_options
+    if options.ignore_eos:
+        body["ignore_eos"] = True
+    if prompt.min_tokens is not None:
+        body["min_tokens"] = prompt.min_tokens
+    return body

@@ -1,0 +1,235 @@
+"""The runner: executes one load level against a target and folds records into metrics.
+
+Every task has an owner (an ``asyncio.TaskGroup``). Sends are scheduled at
+absolute times; the runner never sleeps "after work". A level ends when its
+:class:`~loadgen.load.StopRule` says so, or when :meth:`RunControl.stop` is
+called (Ctrl-C): no new request starts, in-flight requests get the graceful-stop
+deadline (none after Ctrl-C) and are then cancelled and counted incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from asyncio_throttle import Throttler
+
+from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .metrics import LevelMetrics
+from .record import Prompt, RequestRecord
+from .selfcheck import ClientMonitor, ClientReport
+from .targets.base import Target
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from taskgroup import TaskGroup
+else:
+    from asyncio import TaskGroup
+
+ProgressFn = Callable[[dict], None]
+
+
+class RunControl:
+    """Lets the caller (CLI signal handler, user code) stop a run early; the run still reports."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            for listener in list(self._listeners):
+                listener()
+
+    def _listen(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def _unlisten(self, fn: Callable[[], None]) -> None:
+        self._listeners.remove(fn)
+
+
+@dataclass
+class LevelResult:
+    load: Load
+    metrics: LevelMetrics
+    duration_s: float  # measured window: level start to last measured completion
+    client: ClientReport
+    partial: bool = False  # stopped early by RunControl
+    records: list[RequestRecord] | None = None  # only with keep_records
+    server: dict[str, Any] = field(default_factory=dict)
+
+
+class _Level:
+    """State of one running level. Created and discarded by :func:`run_level`."""
+
+    def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt],
+                 control: RunControl, measured: bool, keep_records: bool) -> None:
+        self.target = target
+        self.load = load
+        self.prompts = prompts
+        self.control = control
+        self.limit = (stop.requests if measured else stop.warmup) or None
+        self.duration_s = stop.duration_s if measured else None
+        self.graceful_s = stop.graceful_stop_s
+        self.measured = measured
+        self.metrics = LevelMetrics()
+        self.records: list[RequestRecord] | None = [] if keep_records else None
+        self.issued = 0
+        self.in_flight = 0
+        self.stopping = False
+        self.last_end_ns = 0
+        self._stop_event = asyncio.Event()
+        self._grace_s = self.graceful_s
+
+    # -- stopping -------------------------------------------------------------------------
+    def begin_stop(self, grace_s: float | None = None) -> None:
+        if grace_s is not None:
+            self._grace_s = min(self._grace_s, grace_s)
+        self.stopping = True
+        self._stop_event.set()
+
+    def _may_start(self) -> bool:
+        return not self.stopping and (self.limit is None or self.issued < self.limit)
+
+    async def _stopper(self, tasks: set[asyncio.Task]) -> None:
+        """After a stop, give in-flight requests the grace period, then cancel them."""
+        await self._stop_event.wait()
+        pending = [t for t in tasks if not t.done()]
+        if pending and self._grace_s > 0:
+            _, pending = await asyncio.wait(pending, timeout=self._grace_s)
+        for task in pending:
+            task.cancel()
+
+    # -- requests -------------------------------------------------------------------------
+    async def _send(self, prompt: Prompt, rec: RequestRecord) -> None:
+        self.in_flight += 1
+        try:
+            await self.target.send(prompt, rec)
+        except asyncio.CancelledError:
+            rec.incomplete = True
+            rec.end_ns = rec.end_ns or time.perf_counter_ns()
+            self._finish(rec)
+            raise
+        except Exception as exc:  # a target bug must not kill the run: it is data too
+            rec.fail("client_error", f"{type(exc).__name__}: {exc}"[:300], time.perf_counter_ns())
+        finally:
+            self.in_flight -= 1
+        self._finish(rec)
+
+    def _finish(self, rec: RequestRecord) -> None:
+        self.last_end_ns = max(self.last_end_ns, rec.end_ns)
+        self.metrics.add(rec)
+        if self.records is not None:
+            self.records.append(rec)
+
+    def _new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
+        self.issued += 1
+        return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
+                             tag=prompt.tag)
+
+    # -- load models ----------------------------------------------------------------------
+    async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
+        throttler = Throttler(1, period=1 / load.max_rate) if load.max_rate else None
+
+        async def worker() -> None:
+            while self._may_start():
+                if throttler is not None:
+                    await throttler.acquire()
+                    if not self._may_start():
+                        return
+                prompt = next(self.prompts)
+                now = time.perf_counter_ns()
+                rec = self._new_record(prompt, now)
+                rec.start_ns = now
+                await self._send(prompt, rec)
+
+        return {tg.create_task(worker()) for _ in range(load.concurrency)}
+
+    async def open_loop(self, load: ArrivalRate, t0: int, tg: TaskGroup) -> set[asyncio.Task]:
+        tasks: set[asyncio.Task] = set()
+        stop_wait = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            for offset in load.offsets_ns():
+                if not self._may_start():
+                    break
+                due = t0 + offset
+                delay = due - time.perf_counter_ns()
+                if delay > 0:
+                    await asyncio.wait((stop_wait,), timeout=delay / 1e9)
+                    if self.stopping:
+                        break
+                if load.max_in_flight is not None and self.in_flight >= load.max_in_flight:
+                    if self.measured:
+                        self.metrics.add_dropped()
+                    self.issued += 1
+                    continue
+                prompt = next(self.prompts)
+                rec = self._new_record(prompt, due)
+                task = tg.create_task(self._send(prompt, rec))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            stop_wait.cancel()
+        return tasks
+
+
+async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> None:
+    while True:
+        await asyncio.sleep(0.5)
+        snap = level.metrics.statistics()
+        snap["elapsed_s"] = (time.perf_counter_ns() - t0) / 1e9
+        snap["in_flight"] = level.in_flight
+        on_progress(snap)
+
+
+async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
+    """Run one phase (warm-up or measured); return its start time in ns."""
+    loop = asyncio.get_running_loop()
+    timer = None
+    if level.duration_s is not None:
+        timer = loop.call_later(level.duration_s, level.begin_stop)
+    level.control._listen(_cancel_now := (lambda: level.begin_stop(grace_s=0)))
+    if level.control.stopped:
+        level.begin_stop(grace_s=0)
+    t0 = time.perf_counter_ns()
+    try:
+        async with TaskGroup() as tg:
+            helpers = [tg.create_task(_progress_ticker(level, on_progress, t0))] if on_progress else []
+            if isinstance(level.load, ConstantConcurrency):
+                tasks = await level.closed_loop(level.load, tg)
+            else:
+                tasks = await level.open_loop(level.load, t0, tg)
+            helpers.append(tg.create_task(level._stopper(tasks)))
+            if tasks:
+                await asyncio.wait(tasks)
+            for helper in helpers:
+                helper.cancel()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        level.control._unlisten(_cancel_now)
+    return t0
+
+
+async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt], *,
+                    control: RunControl | None = None, keep_records: bool = False,
+                    on_progress: ProgressFn | None = None) -> LevelResult:
+    """Warm up (if asked), then measure one level. Never raises for request failures."""
+    control = control or RunControl()
+    if stop.warmup and not control.stopped:
+        warm = _Level(target, load, stop, prompts, control, measured=False, keep_records=False)
+        await _run_phase(warm, None)
+    level = _Level(target, load, stop, prompts, control, measured=True, keep_records=keep_records)
+    monitor = ClientMonitor()
+    monitor_task = asyncio.ensure_future(monitor.run())
+    try:
+        t0 = await _run_phase(level, on_progress)
+    finally:
+        monitor_task.cancel()
+    end = max(level.last_end_ns, t0)
+    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
+                       client=monitor.report(), partial=control.stopped,
+                       records=level.records)

@@ -1,0 +1,163 @@
+"""Every derived metric, defined once, recorded into HDR histograms.
+
+A :class:`LevelMetrics` consumes finished :class:`~loadgen.record.RequestRecord`
+objects one at a time and keeps only histograms and counters, so memory does
+not grow with the number of requests or tokens.
+
+Formulas (all times from ``time.perf_counter_ns``; ``n`` = output tokens;
+``first`` = arrival of the first content chunk; ``intended`` = scheduled send
+time, equal to the actual send time in closed loop):
+
+=====================  ================================================  ===========
+name                   formula                                           recorded in
+=====================  ================================================  ===========
+ttft_ms                first − intended                                  µs
+e2e_ms                 end − intended                                    µs
+itl_ms                 every gap between consecutive content chunks      µs
+tpot_ms                (e2e − ttft) / (n − 1)   (n ≥ 2)                  µs
+decode_tokens_per_s    (n − 1) / (e2e − ttft)   (n ≥ 2)                  milli-tok/s
+schedule_lag_ms        start − intended         (open loop)              µs
+=====================  ================================================  ===========
+
+ttft/e2e/tpot/decode come from completed requests only. ITL gaps come from every
+request that streamed content, failed or cut off ones included: a gap that was
+observed is data. Output tokens of failed/incomplete requests count towards the
+level's token total (they were generated inside the window).
+
+Values are integers in the histogram's unit; a value above the histogram's
+range is recorded at the top of the range and counted in ``clamped`` (never
+silently dropped).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from hdrh.histogram import HdrHistogram
+
+from .record import TOKENS_ESTIMATED, RequestRecord
+
+# Latencies in microseconds, 1 µs .. 1 hour, 3 significant digits.
+_LATENCY_RANGE = (1, 3_600_000_000, 3)
+# Decode rates in milli-tokens/s, 0.001 .. 10M tok/s.
+_RATE_RANGE = (1, 10_000_000_000, 3)
+
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms")
+RATE_METRICS = ("decode_tokens_per_s",)
+ALL_METRICS = LATENCY_METRICS + RATE_METRICS
+# Scale from the histogram's integer unit to the reported unit.
+UNIT_SCALE = {**{m: 1e-3 for m in LATENCY_METRICS}, "decode_tokens_per_s": 1e-3}
+PERCENTILES = (50, 90, 99)
+
+
+def new_histogram(metric: str) -> HdrHistogram:
+    low, high, digits = _RATE_RANGE if metric in RATE_METRICS else _LATENCY_RANGE
+    return HdrHistogram(low, high, digits)
+
+
+def summarize(hist: HdrHistogram, scale: float) -> dict:
+    """``{count, min, mean, p50, p90, p99, max}`` in reported units (None when empty)."""
+    count = hist.get_total_count()
+    if not count:
+        return {"count": 0, "min": None, "mean": None, "p50": None, "p90": None, "p99": None,
+                "max": None}
+    out = {"count": count, "min": hist.get_min_value() * scale,
+           "mean": hist.get_mean_value() * scale}
+    for p in PERCENTILES:
+        out[f"p{p}"] = hist.get_value_at_percentile(p) * scale
+    out["max"] = hist.get_max_value() * scale
+    return out
+
+
+@dataclass
+class Counts:
+    completed: int = 0
+    failed: int = 0
+    incomplete: int = 0
+    dropped: int = 0  # open loop: could not start because the in-flight cap was full
+    output_tokens: int = 0
+    input_tokens: int = 0
+    estimated_token_requests: int = 0  # requests whose token count is one-per-chunk
+    clamped: int = 0  # histogram values above range, recorded at the top
+
+
+class LevelMetrics:
+    """Histograms and counters of one load level."""
+
+    def __init__(self) -> None:
+        self.hists = {m: new_histogram(m) for m in ALL_METRICS}
+        self.counts = Counts()
+        self.errors: Counter[str] = Counter()
+        self._highest = {m: h.highest_trackable_value for m, h in self.hists.items()}
+
+    def _record(self, metric: str, value: int, count: int = 1) -> None:
+        if value < 0:  # monotonic clock: only a zero-width race can get here
+            value = 0
+        if value > self._highest[metric]:
+            self.counts.clamped += count
+            value = self._highest[metric]
+        self.hists[metric].record_value(value, count)
+
+    def add(self, rec: RequestRecord) -> None:
+        """Fold one finished request into the level. The record can be dropped afterwards."""
+        c = self.counts
+        c.output_tokens += rec.output_tokens
+        c.input_tokens += rec.input_tokens or 0
+        if rec.tokens_source == TOKENS_ESTIMATED and rec.content_ns:
+            c.estimated_token_requests += 1
+        self._record_gaps(rec.content_ns)
+        if rec.start_ns and rec.start_ns != rec.intended_ns:
+            self._record("schedule_lag_ms", (rec.start_ns - rec.intended_ns) // 1000)
+        if rec.incomplete:
+            c.incomplete += 1
+            return
+        if rec.error_type is not None:
+            c.failed += 1
+            self.errors[rec.error_type] += 1
+            return
+        c.completed += 1
+        self._record_latencies(rec)
+
+    def add_dropped(self, count: int = 1) -> None:
+        self.counts.dropped += count
+
+    def _record_gaps(self, content_ns: list[int]) -> None:
+        if len(content_ns) < 2:
+            return
+        # Gaps are coalesced per request (many are equal, e.g. 0 for events that
+        # arrived in one socket read) so the histogram sees one call per distinct value.
+        gaps = Counter((b - a) // 1000 for a, b in zip(content_ns, content_ns[1:]))
+        for gap_us, count in gaps.items():
+            self._record("itl_ms", gap_us, count)
+
+    def _record_latencies(self, rec: RequestRecord) -> None:
+        first = rec.first_content_ns
+        self._record("e2e_ms", (rec.end_ns - rec.intended_ns) // 1000)
+        if first is None:
+            return
+        self._record("ttft_ms", (first - rec.intended_ns) // 1000)
+        n = rec.output_tokens
+        decode_ns = rec.end_ns - first
+        if n >= 2 and decode_ns > 0:
+            self._record("tpot_ms", decode_ns // (1000 * (n - 1)))
+            # milli-tokens per second
+            self._record("decode_tokens_per_s", (n - 1) * 10**12 // decode_ns)
+
+    def summary(self) -> dict[str, dict]:
+        return {m: summarize(h, UNIT_SCALE[m]) for m, h in self.hists.items()}
+
+    def encoded(self) -> dict[str, str]:
+        """Each histogram in the standard compressed HdrHistogram encoding (base64)."""
+        return {m: h.encode().decode("ascii") for m, h in self.hists.items()}
+
+    def statistics(self) -> dict:
+        """Cheap live snapshot for progress display."""
+        c = self.counts
+        return {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
+                "dropped": c.dropped, "output_tokens": c.output_tokens}
+
+
+def decode_histogram(encoded: str) -> HdrHistogram:
+    """Inverse of :meth:`LevelMetrics.encoded`; histograms of levels/runs can be ``add``-ed."""
+    return HdrHistogram.decode(encoded)

@@ -1,0 +1,127 @@
+"""Results: the JSON file other tools rely on, and the table printed for people.
+
+Field names are part of the public contract (README, "Results file").
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import __version__
+from .engine import LevelResult
+from .metrics import ALL_METRICS
+
+
+HISTOGRAM_UNITS = {name: "milli_tokens_per_s" if name == "decode_tokens_per_s" else "us"
+                   for name in ALL_METRICS}
+
+
+def _round(value: Any, digits: int = 3) -> Any:
+    return round(value, digits) if isinstance(value, float) else value
+
+
+def level_to_dict(level: LevelResult) -> dict[str, Any]:
+    m = level.metrics
+    c = m.counts
+    window = level.duration_s
+    out: dict[str, Any] = {
+        "load": level.load.describe(),
+        "requests": {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
+                     "dropped": c.dropped, "errors": dict(sorted(m.errors.items()))},
+        "duration_s": _round(window, 6),
+        "output_tokens": c.output_tokens,
+        "input_tokens": c.input_tokens,
+        "output_tokens_per_s": _round(c.output_tokens / window if window > 0 else 0.0),
+        "requests_per_s": _round(c.completed / window if window > 0 else 0.0, 4),
+        "tokens_estimated_requests": c.estimated_token_requests,
+        "histogram_clamped_values": c.clamped,
+    }
+    for name, stats in m.summary().items():
+        out[name] = {k: _round(v) for k, v in stats.items()}
+    out["histograms"] = m.encoded()
+    out["histogram_units"] = HISTOGRAM_UNITS
+    out["client"] = level.client.to_dict()
+    out["partial"] = level.partial
+    if level.server:
+        out["server_metrics"] = level.server
+    return out
+
+
+@dataclass
+class RunResult:
+    """What a run measured; :meth:`to_dict` is exactly the results file."""
+
+    target: dict[str, Any]
+    levels: list[LevelResult]
+    started_at: str
+    finished_at: str | None = None
+    partial: bool = False
+    simulated: bool = False
+    server: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"loadgen_version": __version__, "target": self.target,
+                "started_at": self.started_at, "finished_at": self.finished_at,
+                "partial": self.partial, "simulated": self.simulated, "server": self.server,
+                "levels": [level_to_dict(level) for level in self.levels], **self.extra}
+
+    def write(self, path: str | os.PathLike) -> Path:
+        return write_json(path, self.to_dict())
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json(path: str | os.PathLike, data: Any) -> Path:
+    """Atomic write (temp file + rename): a crash never leaves half a results file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    os.replace(tmp, path)
+    return path
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+TABLE_COLUMNS = ("load", "ok/fail", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50",
+                 "ITL p99", "decode tok/s")
+
+
+def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    rows = []
+    for lv in levels:
+        load = lv["load"]
+        label = (f"c={load['concurrency']}" if load["mode"] == "concurrency"
+                 else f"{load['arrival']} {load['rate']:g}/s")
+        req = lv["requests"]
+        ok = f"{req['completed']}/{req['failed']}"
+        if req["incomplete"] or req["dropped"]:
+            ok += f" (+{req['incomplete']} inc, {req['dropped']} drop)"
+        rows.append((label, ok, _fmt(lv["output_tokens_per_s"]), _fmt(lv["requests_per_s"], 2),
+                     _fmt(lv["ttft_ms"]["p50"]), _fmt(lv["ttft_ms"]["p99"]),
+                     _fmt(lv["itl_ms"]["p50"], 2), _fmt(lv["itl_ms"]["p99"], 2),
+                     _fmt(lv["decode_tokens_per_s"]["p50"])))
+    return rows
+
+
+def format_table(levels: list[dict[str, Any]]) -> str:
+    """Plain-text table, one row per level (latencies in ms)."""
+    rows = [TABLE_COLUMNS, *table_rows(levels)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
+    lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w)
+                       in enumerate(zip(row, widths))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""Client self-check: is the load generator itself distorting its numbers?
+
+While a level runs, a tiny task asks the event loop to wake it every
+``interval_s`` and records how late it woke (event-loop lag) in an HDR
+histogram; the process CPU time over the level gives the client's CPU use.
+A busy loop delays every timestamp it takes, so a saturated client reports
+latencies that belong to itself, not the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from .metrics import new_histogram, summarize
+
+# Above these, timings are likely the client's fault: warn.
+CPU_PERCENT_LIMIT = 90.0
+LOOP_LAG_P99_LIMIT_MS = 10.0
+
+
+@dataclass(frozen=True)
+class ClientReport:
+    cpu_percent: float
+    loop_lag_ms: dict
+    saturated: bool
+    warning: str | None
+
+    def to_dict(self) -> dict:
+        return {"cpu_percent": round(self.cpu_percent, 1), "loop_lag_ms": self.loop_lag_ms,
+                "saturated": self.saturated, "warning": self.warning}
+
+
+class ClientMonitor:
+    def __init__(self, interval_s: float = 0.01) -> None:
+        self.interval_ns = int(interval_s * 1e9)
+        self._lag = new_histogram("ttft_ms")  # µs latency histogram
+        self._cpu0 = time.process_time()
+        self._wall0 = time.perf_counter()
+
+    async def run(self) -> None:
+        """Sample until cancelled. Wake-ups are due at absolute times, so lag does not accumulate."""
+        due = time.perf_counter_ns() + self.interval_ns
+        while True:
+            await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
+            now = time.perf_counter_ns()
+            self._lag.record_value(max(0, now - due) // 1000)
+            due = max(due + self.interval_ns, now)
+
+    def report(self) -> ClientReport:
+        wall = time.perf_counter() - self._wall0
+        cpu = 100.0 * (time.process_time() - self._cpu0) / wall if wall > 0 else 0.0
+        lag = {k: (round(v, 3) if isinstance(v, float) else v)
+               for k, v in summarize(self._lag, 1e-3).items()}
+        reasons = []
+        if cpu > CPU_PERCENT_LIMIT:
+            reasons.append(f"client CPU {cpu:.0f}% of a core")
+        if lag["p99"] is not None and lag["p99"] > LOOP_LAG_P99_LIMIT_MS:
+            reasons.append(f"event-loop lag p99 {lag['p99']:.1f} ms")
+        warning = None
+        if reasons:
+            warning = ("client saturated (" + ", ".join(reasons) + "): timings may include "
+                       "client delay; lower the load per process or install loadgen[fast]")
+        return ClientReport(cpu, lag, bool(reasons), warning)
