@@ -14,7 +14,7 @@ import os
 from typing import AsyncIterator, Callable, Sequence
 
 from .config import RequestOptions
-from .engine import LevelResult, RunControl, run_level
+from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
@@ -88,12 +88,13 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
         result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
                            simulated=simulated)
         source = iter(prompts)
+        ids = RequestIds()
         for load in loads:
             if control.stopped:
                 break
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
             level = await run_level(opened, load, stop, source, control=control,
-                                    keep_records=keep_records, on_progress=progress)
+                                    keep_records=keep_records, on_progress=progress, ids=ids)
             result.levels.append(level)
             result.partial = control.stopped
             if on_level:

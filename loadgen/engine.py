@@ -62,12 +62,21 @@ class LevelResult:
     server: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class RequestIds:
+    """Run-wide request counter: ids are unique across levels and warm-ups."""
+
+    value: int = 0
+
+
 class _Level:
     """State of one running level. Created and discarded by :func:`run_level`."""
 
     def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt],
-                 control: RunControl, measured: bool, keep_records: bool) -> None:
+                 control: RunControl, measured: bool, keep_records: bool,
+                 ids: "RequestIds") -> None:
         self.target = target
+        self.ids = ids
         self.load = load
         self.prompts = prompts
         self.control = control
@@ -127,8 +136,9 @@ class _Level:
 
     def _new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
         self.issued += 1
+        self.ids.value += 1
         return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
-                             tag=prompt.tag)
+                             tag=prompt.tag, request_id=self.ids.value)
 
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
@@ -216,13 +226,15 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
 
 async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt], *,
                     control: RunControl | None = None, keep_records: bool = False,
-                    on_progress: ProgressFn | None = None) -> LevelResult:
+                    on_progress: ProgressFn | None = None,
+                    ids: RequestIds | None = None) -> LevelResult:
     """Warm up (if asked), then measure one level. Never raises for request failures."""
     control = control or RunControl()
+    ids = ids or RequestIds()
     if stop.warmup and not control.stopped:
-        warm = _Level(target, load, stop, prompts, control, measured=False, keep_records=False)
+        warm = _Level(target, load, stop, prompts, control, False, False, ids)
         await _run_phase(warm, None)
-    level = _Level(target, load, stop, prompts, control, measured=True, keep_records=keep_records)
+    level = _Level(target, load, stop, prompts, control, True, keep_records, ids)
     monitor = ClientMonitor()
     monitor_task = asyncio.ensure_future(monitor.run())
     try:

@@ -59,6 +59,8 @@ class RequestRecord:
     # True when the run was stopped while this request was in flight.
     incomplete: bool = False
     tag: str | None = None
+    # Sequence number within the run, sent as ``X-Request-Id`` so server logs can be matched.
+    request_id: int = 0
 
     @property
     def ok(self) -> bool:

@@ -135,7 +135,8 @@ class OpenAIHTTPTarget:
         parser: OpenAIStreamParser | None = None
         cut_short = True
         try:
-            async with self._session.post(self._endpoint, data=body) as resp:
+            async with self._session.post(self._endpoint, data=body,
+                                          headers={"X-Request-Id": str(record.request_id)}) as resp:
                 if resp.status != 200:
                     detail = error_message(await resp.read())
                     record.fail(f"http_{resp.status}", detail, clock())

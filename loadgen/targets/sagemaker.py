@@ -1,0 +1,236 @@
+"""Amazon SageMaker real-time endpoints: InvokeEndpointWithResponseStream and InvokeEndpoint.
+
+Transport: aiohttp + botocore, not aiobotocore. botocore supplies credentials,
+region, endpoint resolution, SigV4 signing, error parsing and event-stream frame
+decoding (see :mod:`.sagemaker_aws`, :mod:`.sagemaker_events`); aiohttp supplies a
+fully async, pooled HTTP/1.1 keep-alive transport whose ``iter_any()`` lets us
+timestamp every socket read *before* frame decoding, exactly like the HTTP target.
+aiobotocore was considered: its newest release (3.10.0) pins
+``botocore>=1.43.115,<1.43.118``, which conflicts with the botocore 1.44 that boto3
+here needs, and its event-stream iterator (botocore's ``EventStream``) raises on the
+first exception frame and drops ``ModelStreamError.ErrorCode``. Boto3 calls on a
+thread per stream were ruled out: threads distort timings at concurrency 16+.
+
+Usage::
+
+    target = SageMakerTarget.from_url("sagemaker://my-endpoint?region=us-east-2", options)
+    async with open_target(target):
+        await target.send(Prompt("Hello", max_tokens=64), record)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
+import botocore.session
+import orjson
+
+from ..config import RequestOptions
+from ..errors import AuthError, ConfigError, TargetError
+from ..record import Prompt, RequestRecord
+from .sagemaker_aws import AwsSetup, RequestSigner, resolve_region, setup_aws
+from .sagemaker_events import EventStreamReader
+from .sagemaker_formats import (
+    AutoStreamParser,
+    check_payload_format,
+    make_stream_parser,
+    parse_body,
+    request_body,
+)
+
+SCHEME = "sagemaker"
+_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # the API's own pattern
+_URL_OPTIONS = ("region",)
+# Rejected credentials or signatures: fail fast at preflight.
+_AUTH_ERRORS = {"UnrecognizedClientException", "InvalidSignatureException",
+                "ExpiredTokenException", "AccessDeniedException", "IncompleteSignature",
+                "MissingAuthenticationTokenException", "InvalidClientTokenId"}
+# Preflight failures that say nothing about the configuration: the run goes ahead.
+_TRANSIENT_ERRORS = {"ThrottlingException", "ModelNotReadyException", "ServiceUnavailable",
+                     "InternalFailure", "InternalDependencyException", "timeout"}
+
+
+class SageMakerTarget:
+    def __init__(self, endpoint_name: str, options: RequestOptions, *, region: str | None = None,
+                 endpoint_url: str | None = None, inference_component: str | None = None,
+                 custom_attributes: str | None = None, target_variant: str | None = None,
+                 payload_format: str = "auto", pool_size: int = 100) -> None:
+        if not _ENDPOINT_NAME.match(endpoint_name):
+            raise ConfigError(f"bad SageMaker endpoint name {endpoint_name!r}: use letters, digits "
+                              "and hyphens (at most 63), as in sagemaker://my-endpoint")
+        if custom_attributes is not None and (len(custom_attributes) > 1024
+                                              or not custom_attributes.isascii()):
+            raise ConfigError("--custom-attributes must be at most 1024 ASCII characters")
+        if pool_size < 1:
+            raise ConfigError(f"pool size must be at least 1, got {pool_size}")
+        self.endpoint_name = endpoint_name
+        self.options = options
+        self.payload_format = check_payload_format(payload_format)
+        self.pool_size = pool_size
+        self._region_arg = region
+        self._endpoint_url_arg = endpoint_url.rstrip("/") if endpoint_url else None
+        self._headers = _invoke_headers(inference_component, custom_attributes, target_variant)
+        self._extra = {"inference_component": inference_component,
+                       "target_variant": target_variant, "custom_attributes": custom_attributes}
+        self._aws: AwsSetup | None = None
+        self._signer: RequestSigner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._url = ""
+        self.detected_format: str | None = None  # what ``auto`` found at preflight
+
+    @classmethod
+    def from_url(cls, url: str, options: RequestOptions, **keywords: Any) -> "SageMakerTarget":
+        """``sagemaker://ENDPOINT_NAME[?region=R]``; keywords as for the constructor."""
+        parts = urlsplit(url)
+        if parts.scheme != SCHEME or not parts.netloc or parts.path not in ("", "/"):
+            raise ConfigError(f"bad SageMaker target {url!r}: write sagemaker://ENDPOINT_NAME"
+                              "[?region=REGION]")
+        query = parse_qs(parts.query, keep_blank_values=True)
+        unknown = sorted(set(query) - set(_URL_OPTIONS))
+        if unknown:
+            raise ConfigError(f"unknown option(s) {', '.join(unknown)} in {url!r}: only "
+                              "?region=REGION is accepted (other settings are keywords/flags)")
+        url_region = query.get("region", [None])[-1]
+        region = keywords.get("region")
+        if url_region and region and url_region != region:
+            raise ConfigError(f"conflicting regions: {region!r} (--region) and {url_region!r} "
+                              f"(in {url!r}); give one")
+        keywords["region"] = region or url_region
+        return cls(parts.netloc, options, **keywords)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        session = botocore.session.get_session()
+        resolve_region(session, self._region_arg)  # cheap: fail on a missing region first
+        self._aws = aws = await asyncio.to_thread(setup_aws, session, self._region_arg,
+                                                  self._endpoint_url_arg)
+        self._signer = RequestSigner(aws.credentials, aws.region)
+        operation = "invocations-response-stream" if self.options.stream else "invocations"
+        self._url = f"{aws.endpoint_url}/endpoints/{self.endpoint_name}/{operation}"
+        timeouts = self.options.timeouts
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.pool_size, limit_per_host=self.pool_size),
+            timeout=aiohttp.ClientTimeout(total=timeouts.total_s, sock_connect=timeouts.connect_s,
+                                          sock_read=timeouts.idle_s),
+        )
+        try:
+            await self._preflight()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._signer is not None:
+            await self._signer.aclose()
+
+    def describe(self) -> dict[str, Any]:
+        aws = self._aws
+        description = {
+            "url": f"{SCHEME}://{self.endpoint_name}", "kind": "sagemaker",
+            "endpoint": self.endpoint_name,
+            "region": aws.region if aws else self._region_arg,
+            "endpoint_url": aws.endpoint_url if aws else self._endpoint_url_arg,
+            "api": self.options.api, "model": self.options.model,
+            "payload_format": self.payload_format, "detected_payload_format": self.detected_format,
+            "stream": self.options.stream,
+        }
+        description.update({key: value for key, value in self._extra.items() if value is not None})
+        return description
+
+    async def _preflight(self) -> None:
+        """One tiny request: proves the endpoint exists, accepts our signature and our payload."""
+        record = RequestRecord()
+        status = await self._exchange(Prompt("Hi", max_tokens=1), record)
+        where = f"SageMaker endpoint {self.endpoint_name!r} ({self._url.split('/endpoints')[0]})"
+        error = record.error_type
+        if error is None or error in _TRANSIENT_ERRORS:
+            return
+        if status in (401, 403) or error in _AUTH_ERRORS:
+            raise AuthError(f"AWS rejected the request signature/credentials for {where}: "
+                            f"{error}: {record.error_message}; check AWS_PROFILE / keys, "
+                            "permissions (sagemaker:InvokeEndpoint) and the region")
+        if status is None and error == "connection_error":
+            raise TargetError(f"cannot reach {where}: {record.error_message}; check --endpoint-url "
+                              "and --region")
+        raise TargetError(f"{where} failed the preflight request with {error}: "
+                          f"{record.error_message}")
+
+    # ------------------------------------------------------------------ requests
+
+    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+        await self._exchange(prompt, record)
+
+    async def _exchange(self, prompt: Prompt, record: RequestRecord) -> int | None:
+        """Send one request and fill ``record``. Returns the HTTP status (None: no response)."""
+        assert self._session is not None and self._signer is not None, "open() the target first"
+        options = self.options
+        body = orjson.dumps(request_body(self.payload_format, prompt, options))
+        headers = self._signer.sign(self._url, body, self._headers)
+        record.tag = record.tag or prompt.tag
+        record.start_ns = time.perf_counter_ns()
+        try:
+            async with self._session.post(self._url, data=body, headers=headers) as response:
+                if response.status != 200:
+                    error_body = await response.read()
+                    code, message = self._aws.errors.parse(response.status, response.headers,
+                                                           error_body)
+                    record.fail(code, message, time.perf_counter_ns())
+                elif options.stream:
+                    await self._read_stream(response, record)
+                else:
+                    await self._read_body(response, record)
+                return response.status
+        except asyncio.TimeoutError:
+            record.fail("timeout", f"no response within the configured timeouts "
+                        f"(connect {options.timeouts.connect_s}s, idle {options.timeouts.idle_s}s,"
+                        f" total {options.timeouts.total_s}s)", time.perf_counter_ns())
+        except aiohttp.ClientPayloadError as err:
+            record.fail("payload_error", _one_line(err), time.perf_counter_ns())
+        except aiohttp.ClientError as err:
+            record.fail("connection_error", f"{type(err).__name__}: {_one_line(err)}",
+                        time.perf_counter_ns())
+        return None
+
+    async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
+        content_type = response.headers.get("X-Amzn-SageMaker-Content-Type")
+        parser = make_stream_parser(self.payload_format, record, self.options.keep_text,
+                                    content_type)
+        reader = EventStreamReader(record, parser)
+        perf_counter_ns = time.perf_counter_ns
+        async for chunk in response.content.iter_any():
+            reader.feed(chunk, perf_counter_ns())  # timestamp first, then decode
+            if reader.broken:
+                break  # exception frame or undecodable bytes: nothing more to read
+        reader.close(perf_counter_ns())
+        if isinstance(parser, AutoStreamParser) and self.detected_format is None:
+            self.detected_format = parser.format
+
+    async def _read_body(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
+        body = await response.read()
+        used = parse_body(self.payload_format, record, body, time.perf_counter_ns(),
+                          self.options.keep_text)
+        if self.detected_format is None and self.payload_format == "auto":
+            self.detected_format = used
+
+
+def _invoke_headers(inference_component: str | None, custom_attributes: str | None,
+                    target_variant: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    optional = {"X-Amzn-SageMaker-Inference-Component": inference_component,
+                "X-Amzn-SageMaker-Custom-Attributes": custom_attributes,
+                "X-Amzn-SageMaker-Target-Variant": target_variant}
+    headers.update({name: value for name, value in optional.items() if value})
+    return headers
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())[:300]

@@ -1,0 +1,101 @@
+"""AWS event-stream frames (InvokeEndpointWithResponseStream) -> a payload parser.
+
+Pure sync code, no I/O. Frame decoding (prelude, headers, both CRC32s) is
+botocore's :class:`botocore.eventstream.EventStreamBuffer`. We do not use
+botocore's higher-level ``EventStream``: it raises ``EventStreamError`` on the
+first exception frame and drops ``ModelStreamError.ErrorCode``, and it hides
+which socket read a frame arrived in.
+
+``PayloadPart`` payloads go to the payload parser with the timestamp of the socket
+read that completed the frame. Exception and error frames, CRC mismatches and
+frames cut off at end of stream fail the record; tokens already parsed stay on it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import orjson
+from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
+
+from ..record import RequestRecord
+from ..streams import StreamParser
+
+
+class EventStreamReader:
+    __slots__ = ("record", "parser", "_buffer", "_pending_bytes", "broken")
+
+    def __init__(self, record: RequestRecord, parser: StreamParser) -> None:
+        self.record = record
+        self.parser = parser
+        self._buffer = EventStreamBuffer()
+        # Bytes fed but not yet part of a complete frame (detects a truncated last frame).
+        self._pending_bytes = 0
+        # True once the stream can't go on: an exception/error frame or undecodable bytes.
+        self.broken = False
+
+    def feed(self, chunk: bytes, now_ns: int) -> None:
+        """One socket read. ``now_ns`` was taken when it arrived, before any decoding."""
+        if self.broken:
+            return
+        buffer = self._buffer
+        buffer.add_data(chunk)
+        self._pending_bytes += len(chunk)
+        try:
+            for message in buffer:
+                self._pending_bytes -= message.prelude.total_length
+                headers = message.headers
+                message_type = headers.get(":message-type")
+                if message_type == "event":
+                    if headers.get(":event-type") == "PayloadPart":
+                        self.parser.feed(message.payload, now_ns)
+                    # Other event types carry nothing we use.
+                else:
+                    self._on_error_frame(message_type, headers, message.payload, now_ns)
+                    return
+        except ChecksumMismatch as err:
+            self._break("crc_mismatch", f"event-stream frame failed its CRC32 check: {err}", now_ns)
+        except (ParserError, KeyError, struct.error, UnicodeDecodeError) as err:
+            # KeyError: unknown header value type; struct.error: short header bytes.
+            self._break("bad_frame", f"undecodable event-stream frame: {type(err).__name__}: "
+                        f"{str(err)[:200]}", now_ns)
+
+    def _on_error_frame(self, message_type: str | None, headers: dict, payload: bytes,
+                        now_ns: int) -> None:
+        if message_type == "exception":
+            error_type, message = _exception_details(headers, payload)
+        elif message_type == "error":
+            error_type = str(headers.get(":error-code") or "EventStreamError")
+            message = str(headers.get(":error-message") or "")
+        else:
+            error_type, message = "bad_frame", f"unknown event-stream message type {message_type!r}"
+        self._break(error_type, message, now_ns)
+
+    def _break(self, error_type: str, message: str, now_ns: int) -> None:
+        self.broken = True
+        self.record.fail(error_type, _one_line(message), now_ns)
+
+    def close(self, now_ns: int) -> None:
+        """End of the HTTP body: flag a frame cut short, then let the payload parser finish."""
+        if not self.broken and self._pending_bytes:
+            self.record.fail("truncated_frame", f"stream ended inside an event-stream frame "
+                             f"({self._pending_bytes} bytes of an incomplete frame)", now_ns)
+        self.parser.close(now_ns)
+
+
+def _exception_details(headers: dict, payload: bytes) -> tuple[str, str]:
+    """``ModelStreamError`` ({"Message", "ErrorCode"}) or ``InternalStreamFailure`` ({"Message"})."""
+    error_type = str(headers.get(":exception-type") or "EventStreamException")
+    try:
+        body = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict):
+        return error_type, payload[:300].decode("utf-8", "replace")
+    message = str(body.get("Message") or body.get("message") or "")
+    code = body.get("ErrorCode")
+    return error_type, f"{code}: {message}" if code else message
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:500]
