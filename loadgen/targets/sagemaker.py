@@ -44,7 +44,7 @@ from .sagemaker_formats import (
 )
 
 SCHEME = "sagemaker"
-_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # the API's own pattern
+_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # the API's own pattern
 _URL_OPTIONS = ("region",)
 # Rejected credentials or signatures: fail fast at preflight.
 _AUTH_ERRORS = {"UnrecognizedClientException", "InvalidSignatureException",
@@ -60,7 +60,7 @@ class SageMakerTarget:
                  endpoint_url: str | None = None, inference_component: str | None = None,
                  custom_attributes: str | None = None, target_variant: str | None = None,
                  payload_format: str = "auto", pool_size: int = 100) -> None:
-        if not _ENDPOINT_NAME.match(endpoint_name):
+        if not _ENDPOINT_NAME.match(endpoint_name) or len(endpoint_name) > 63:
             raise ConfigError(f"bad SageMaker endpoint name {endpoint_name!r}: use letters, digits "
                               "and hyphens (at most 63), as in sagemaker://my-endpoint")
         if custom_attributes is not None and (len(custom_attributes) > 1024
@@ -110,7 +110,7 @@ class SageMakerTarget:
         resolve_region(session, self._region_arg)  # cheap: fail on a missing region first
         self._aws = aws = await asyncio.to_thread(setup_aws, session, self._region_arg,
                                                   self._endpoint_url_arg)
-        self._signer = RequestSigner(aws.credentials, aws.region)
+        self._signer = RequestSigner(aws.credentials, aws.frozen, aws.region)
         operation = "invocations-response-stream" if self.options.stream else "invocations"
         self._url = f"{aws.endpoint_url}/endpoints/{self.endpoint_name}/{operation}"
         timeouts = self.options.timeouts
@@ -150,19 +150,20 @@ class SageMakerTarget:
         """One tiny request: proves the endpoint exists, accepts our signature and our payload."""
         record = RequestRecord()
         status = await self._exchange(Prompt("Hi", max_tokens=1), record)
-        where = f"SageMaker endpoint {self.endpoint_name!r} ({self._url.split('/endpoints')[0]})"
-        error = record.error_type
+        error, message = record.error_type, (record.error_message or "").rstrip(".")
         if error is None or error in _TRANSIENT_ERRORS:
             return
+        assert self._aws is not None
+        where = f"SageMaker endpoint {self.endpoint_name!r} ({self._aws.endpoint_url})"
         if status in (401, 403) or error in _AUTH_ERRORS:
             raise AuthError(f"AWS rejected the request signature/credentials for {where}: "
-                            f"{error}: {record.error_message}; check AWS_PROFILE / keys, "
-                            "permissions (sagemaker:InvokeEndpoint) and the region")
-        if status is None and error == "connection_error":
-            raise TargetError(f"cannot reach {where}: {record.error_message}; check --endpoint-url "
-                              "and --region")
-        raise TargetError(f"{where} failed the preflight request with {error}: "
-                          f"{record.error_message}")
+                            f"{error}: {message}; check AWS_PROFILE / keys, permissions "
+                            "(sagemaker:InvokeEndpoint) and the region")
+        if status is None and error == "connect_error":
+            raise TargetError(f"cannot reach {where}: {message}; check --endpoint-url and --region")
+        hint = ("; check --payload-format" if error in ("bad_json", "truncated_stream")
+                else "")
+        raise TargetError(f"{where} failed the preflight request with {error}: {message}{hint}")
 
     # ------------------------------------------------------------------ requests
 
@@ -175,8 +176,7 @@ class SageMakerTarget:
         options = self.options
         body = orjson.dumps(request_body(self.payload_format, prompt, options))
         headers = self._signer.sign(self._url, body, self._headers)
-        record.tag = record.tag or prompt.tag
-        record.start_ns = time.perf_counter_ns()
+        record.start_ns = record.start_ns or time.perf_counter_ns()
         try:
             async with self._session.post(self._url, data=body, headers=headers) as response:
                 if response.status != 200:
@@ -189,28 +189,41 @@ class SageMakerTarget:
                 else:
                     await self._read_body(response, record)
                 return response.status
-        except asyncio.TimeoutError:
-            record.fail("timeout", f"no response within the configured timeouts "
-                        f"(connect {options.timeouts.connect_s}s, idle {options.timeouts.idle_s}s,"
-                        f" total {options.timeouts.total_s}s)", time.perf_counter_ns())
-        except aiohttp.ClientPayloadError as err:
-            record.fail("payload_error", _one_line(err), time.perf_counter_ns())
-        except aiohttp.ClientError as err:
-            record.fail("connection_error", f"{type(err).__name__}: {_one_line(err)}",
-                        time.perf_counter_ns())
-        return None
+        except (asyncio.TimeoutError, aiohttp.ClientError) as err:
+            record.fail(*self._transport_failure(err), time.perf_counter_ns())
+            return None
+
+    def _transport_failure(self, err: BaseException) -> tuple[str, str]:
+        """aiohttp exceptions -> error types named as on the HTTP target."""
+        # Order matters: aiohttp's timeout errors are also ClientErrors.
+        if isinstance(err, asyncio.TimeoutError):
+            timeouts = self.options.timeouts
+            return "timeout", (f"no data within the timeouts (connect {timeouts.connect_s}s, "
+                               f"idle {timeouts.idle_s}s, total {timeouts.total_s}s)")
+        if isinstance(err, aiohttp.ClientConnectorError):
+            return "connect_error", _one_line(err.os_error or err)
+        if isinstance(err, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+            return "disconnected", f"{type(err).__name__}: {_one_line(err)}"
+        return type(err).__name__, _one_line(err)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
         content_type = response.headers.get("X-Amzn-SageMaker-Content-Type")
         parser = make_stream_parser(self.payload_format, record, self.options.keep_text,
                                     content_type)
         reader = EventStreamReader(record, parser)
-        perf_counter_ns = time.perf_counter_ns
-        async for chunk in response.content.iter_any():
-            reader.feed(chunk, perf_counter_ns())  # timestamp first, then decode
-            if reader.broken:
-                break  # exception frame or undecodable bytes: nothing more to read
-        reader.close(perf_counter_ns())
+        clock = time.perf_counter_ns
+        cut_short = True
+        try:
+            async for chunk in response.content.iter_any():
+                reader.feed(chunk, clock())  # timestamp first, then decode
+                if reader.broken:
+                    break  # exception frame or undecodable bytes: nothing more to read
+            cut_short = False
+        except (asyncio.TimeoutError, aiohttp.ClientError) as err:
+            record.fail(*self._transport_failure(err), clock())
+        finally:
+            # Also on failure or cancellation: tokens parsed so far stay on the record.
+            reader.close(clock(), cut_short)
         if isinstance(parser, AutoStreamParser) and self.detected_format is None:
             self.detected_format = parser.format
 
@@ -224,7 +237,8 @@ class SageMakerTarget:
 
 def _invoke_headers(inference_component: str | None, custom_attributes: str | None,
                     target_variant: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
+    # Like boto3: no compression, so body bytes arrive as the container wrote them.
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
     optional = {"X-Amzn-SageMaker-Inference-Component": inference_component,
                 "X-Amzn-SageMaker-Custom-Attributes": custom_attributes,
                 "X-Amzn-SageMaker-Target-Variant": target_variant}

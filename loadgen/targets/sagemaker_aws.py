@@ -48,6 +48,7 @@ class AwsSetup:
     region: str
     endpoint_url: str  # scheme://host[:port], no trailing slash
     credentials: Any  # botocore Credentials / RefreshableCredentials
+    frozen: ReadOnlyCredentials  # a snapshot of them (reading it may have refreshed them)
     errors: "ErrorParser"
 
 
@@ -79,8 +80,14 @@ def setup_aws(session: botocore.session.Session, region: str | None,
                         f"{_one_line(err)}") from None
     if credentials is None:
         raise AuthError(NO_CREDENTIALS_HELP)
+    try:
+        frozen = credentials.get_frozen_credentials()
+    except BotoCoreError as err:
+        raise AuthError(f"AWS credentials could not be refreshed ({type(err).__name__}): "
+                        f"{_one_line(err)}") from None
     return AwsSetup(region=region, endpoint_url=client.meta.endpoint_url.rstrip("/"),
-                    credentials=credentials, errors=ErrorParser(client.meta.service_model))
+                    credentials=credentials, frozen=frozen,
+                    errors=ErrorParser(client.meta.service_model))
 
 
 def host_header(url: str) -> str:
@@ -97,11 +104,11 @@ def host_header(url: str) -> str:
 class RequestSigner:
     """SigV4 for service ``sagemaker``: returns the exact headers to send with the body."""
 
-    def __init__(self, credentials: Any, region: str) -> None:
+    def __init__(self, credentials: Any, frozen: ReadOnlyCredentials, region: str) -> None:
         self._credentials = credentials
         self._region = region
-        # Frozen copy used for signing; replaced when a background refresh completes.
-        self._frozen: ReadOnlyCredentials = credentials.get_frozen_credentials()
+        # Snapshot used for signing; replaced when a background refresh completes.
+        self._frozen = frozen
         self._refresh: asyncio.Future | None = None
         self._next_check_ns = 0
 

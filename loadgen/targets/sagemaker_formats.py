@@ -2,9 +2,11 @@
 
 Pure sync code, no I/O. Every stream parser has the :class:`loadgen.streams.StreamParser`
 shape: ``feed(chunk, now_ns)`` once per PayloadPart (with the timestamp of the socket
-read that carried it), then ``close(now_ns)``. PayloadPart boundaries are arbitrary:
-an event, a JSON line or a UTF-8 character can be cut anywhere, and several events
-can share one part, so every parser buffers bytes and decodes only complete units.
+read that carried it), then ``close(now_ns, cut_short)`` (``cut_short``: the transport
+failed or was cancelled, so keep what arrived without judging the stream's end).
+PayloadPart boundaries are arbitrary: an event, a JSON line or a UTF-8 character can be
+cut anywhere, and several events can share one part, so every parser buffers bytes and
+decodes only complete units.
 
 Formats:
 
@@ -49,7 +51,7 @@ def check_payload_format(payload_format: str) -> str:
 # --------------------------------------------------------------------------- requests
 
 def request_body(payload_format: str, prompt: Prompt, options: RequestOptions) -> dict[str, Any]:
-    """The JSON body for one prompt. ``auto`` and ``raw`` send the OpenAI body (AWS vLLM container)."""
+    """The JSON body for one prompt; ``auto`` and ``raw`` send the OpenAI body (AWS vLLM)."""
     if payload_format in ("lmi", "tgi"):
         return _text_generation_body(payload_format, prompt, options)
     return openai_body(prompt, options, options.model)
@@ -102,6 +104,8 @@ class _TokenEvents:
             self._on_final(details, now_ns)
 
     def _on_token(self, token: dict, now_ns: int) -> None:
+        if isinstance(token.get("id"), int) and token["id"] < 0:
+            return  # LMI's placeholder token on its error line, not a generated token
         self._tokens += 1
         if not token.get("special") and not token.get("special_token"):
             self._on_text(token.get("text"), now_ns)
@@ -121,7 +125,7 @@ class _TokenEvents:
         if isinstance(details.get("generated_tokens"), int):
             self._reported_tokens = details["generated_tokens"]
 
-    def close(self, now_ns: int) -> None:
+    def close(self, now_ns: int, cut_short: bool = False) -> None:
         record = self.record
         record.end_ns = record.end_ns or now_ns
         if self._reported_tokens is not None:
@@ -130,7 +134,7 @@ class _TokenEvents:
             record.output_tokens, record.tokens_source = self._tokens, TOKENS_ESTIMATED
         if self._parts is not None:
             record.text = "".join(self._parts)
-        if record.error_type is None and not self.finished:
+        if not cut_short and record.error_type is None and not self.finished:
             record.fail("truncated_stream", "stream ended before the final generated_text/details",
                         now_ns)
 
@@ -179,14 +183,14 @@ class LMIStreamParser:
             self._tokens = _TokenEvents(self.record, self._keep_text)
         self._tokens.on_object(obj, now_ns)
 
-    def close(self, now_ns: int) -> None:
-        if self._tail.strip():
+    def close(self, now_ns: int, cut_short: bool = False) -> None:
+        if self._tail.strip() and not cut_short:  # a last line without its newline
             self._on_line(self._tail.strip(), now_ns)
         self._tail = b""
         if self._openai is not None:
-            self._openai.close(now_ns)
+            self._openai.close(now_ns, cut_short)
         else:
-            (self._tokens or _TokenEvents(self.record, self._keep_text)).close(now_ns)
+            (self._tokens or _TokenEvents(self.record, self._keep_text)).close(now_ns, cut_short)
 
 
 class TGIStreamParser:
@@ -208,10 +212,10 @@ class TGIStreamParser:
             return
         self._tokens.on_object(_loads(data, self.record, now_ns), now_ns)
 
-    def close(self, now_ns: int) -> None:
+    def close(self, now_ns: int, cut_short: bool = False) -> None:
         for data in self._sse.close():
             self._on_event(data, now_ns)
-        self._tokens.close(now_ns)
+        self._tokens.close(now_ns, cut_short)
 
 
 class RawStreamParser:
@@ -234,7 +238,7 @@ class RawStreamParser:
         if self._decoder is not None:
             self._parts.append(self._decoder.decode(chunk))
 
-    def close(self, now_ns: int) -> None:
+    def close(self, now_ns: int, cut_short: bool = False) -> None:
         record = self.record
         record.end_ns = record.end_ns or now_ns
         record.output_tokens, record.tokens_source = self._chunks, TOKENS_ESTIMATED
@@ -248,7 +252,7 @@ _PARSERS = {"openai": OpenAIStreamParser, "lmi": LMIStreamParser, "tgi": TGIStre
 
 
 class AutoStreamParser:
-    """Holds the first parts (with their timestamps) until the format is known, then replays them."""
+    """Holds the first parts (with their timestamps) until the format is known, then replays."""
 
     __slots__ = ("record", "_keep_text", "_content_type", "_pending", "_parser", "format")
 
@@ -277,12 +281,12 @@ class AutoStreamParser:
             parser.feed(chunk, now_ns)
         self._pending = []
 
-    def close(self, now_ns: int) -> None:
+    def close(self, now_ns: int, cut_short: bool = False) -> None:
         if self._parser is None:
             data = b"".join(part for part, _ in self._pending)
             self._start(sniff_format(data, self._content_type, final=True) or "raw")
         assert self._parser is not None
-        self._parser.close(now_ns)
+        self._parser.close(now_ns, cut_short)
 
 
 def sniff_format(data: bytes, content_type: str = "", final: bool = False) -> str | None:
@@ -327,7 +331,7 @@ def make_stream_parser(payload_format: str, record: RequestRecord, keep_text: bo
 
 def parse_body(payload_format: str, record: RequestRecord, body: bytes, now_ns: int,
                keep_text: bool) -> str:
-    """Non-streaming (InvokeEndpoint) response; TTFT equals the full latency. Returns the format used."""
+    """Non-streaming (InvokeEndpoint) body; TTFT equals the full latency. Returns the format."""
     if payload_format == "auto":
         payload_format = _sniff_body(body)
     if payload_format == "openai":
@@ -348,8 +352,8 @@ def _sniff_body(body: bytes) -> str:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         return "raw"
-    if isinstance(obj, list) and obj:
-        obj = obj[0]
+    if isinstance(obj, list) and obj:  # TGI wraps its result in a list, LMI does not
+        return "tgi" if isinstance(obj[0], dict) and "generated_text" in obj[0] else "raw"
     if isinstance(obj, dict) and "generated_text" in obj:
         return "lmi"
     return "openai" if isinstance(obj, dict) else "raw"

@@ -1,0 +1,181 @@
+"""The engine against the real simulator on 127.0.0.1: load models, stop rules, errors as data."""
+
+import asyncio
+import json
+import time
+import urllib.request
+
+import pytest
+
+import loadgen
+from loadgen.engine import RunControl
+from loadgen.errors import AuthError
+from loadgen.record import Prompt, RequestRecord
+from loadgen.simulator import SimProfile
+
+
+def sweep(url, loads, stop, **kw):
+    kw.setdefault("prompts", loadgen.PromptSource(16, 8))
+    return asyncio.run(loadgen.sweep(url, loads=loads, stop=stop, **kw))
+
+
+def stats(url):
+    with urllib.request.urlopen(url + "/sim/stats", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def test_closed_loop_sweep_counts_levels_and_tokens(sim_url):
+    result = sweep(sim_url, [loadgen.ConstantConcurrency(1), loadgen.ConstantConcurrency(4)],
+                   loadgen.StopRule(requests=8)).to_dict()
+    assert [lv["load"]["concurrency"] for lv in result["levels"]] == [1, 4]
+    for lv in result["levels"]:
+        assert lv["requests"] == {"completed": 8, "failed": 0, "incomplete": 0, "dropped": 0,
+                                  "errors": {}}
+        assert lv["output_tokens"] == 8 * 8  # ignore_eos: exactly max_tokens each
+        assert lv["ttft_ms"]["count"] == 8 and lv["itl_ms"]["count"] == 8 * 7
+        assert lv["output_tokens_per_s"] > 0 and lv["tokens_estimated_requests"] == 0
+    assert result["target"]["model"] == "loadgen-sim" and not result["partial"]
+
+
+def test_reports_known_ttft_and_itl_within_tolerance(start_sim):
+    url = start_sim(SimProfile(ttft_s=0.08, itl_s=0.02, batch_slowdown=0.0))
+    lv = sweep(url, [loadgen.ConstantConcurrency(2)], loadgen.StopRule(requests=6),
+               prompts=loadgen.PromptSource(16, 10)).to_dict()["levels"][0]
+    assert 75 <= lv["ttft_ms"]["p50"] <= 100
+    assert 17 <= lv["itl_ms"]["p50"] <= 25
+    assert 17 <= lv["tpot_ms"]["p50"] <= 25
+    assert 40 <= lv["decode_tokens_per_s"]["p50"] <= 58  # 1 / 20 ms = 50 tok/s
+
+
+def test_warmup_requests_are_sent_but_not_measured(start_sim):
+    url = start_sim()
+    before = stats(url)["requests_received"]
+    lv = sweep(url, [loadgen.ConstantConcurrency(1)],
+               loadgen.StopRule(requests=5, warmup=3)).to_dict()["levels"][0]
+    assert lv["requests"]["completed"] == 5 and lv["ttft_ms"]["count"] == 5
+    assert stats(url)["requests_received"] - before == 8
+
+
+def test_open_loop_latency_is_measured_from_the_intended_send_time(start_sim):
+    # One slot: the server needs ~60 ms per request, requests are due every 20 ms.
+    url = start_sim(SimProfile(ttft_s=0.05, itl_s=0.002, max_num_seqs=1, batch_slowdown=0.0))
+    lv = sweep(url, [loadgen.ArrivalRate(50)], loadgen.StopRule(requests=8),
+               prompts=loadgen.PromptSource(16, 5)).to_dict()["levels"][0]
+    assert lv["requests"]["completed"] == 8
+    # The last request waits behind seven others: far more than one service time.
+    assert lv["e2e_ms"]["max"] > 250
+    assert lv["schedule_lag_ms"]["count"] >= 1
+
+
+class LateTarget:
+    """A real target wrapper whose sends start 100 ms late (a client-side stall)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def open(self):
+        await self.inner.open()
+
+    async def close(self):
+        await self.inner.close()
+
+    def describe(self):
+        return self.inner.describe()
+
+    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+        await asyncio.sleep(0.1)
+        record.start_ns = time.perf_counter_ns()
+        await self.inner.send(prompt, record)
+
+
+def test_client_delay_counts_in_open_loop_latency_and_schedule_lag(sim_url):
+    target = LateTarget(loadgen.make_target(sim_url))
+    lv = sweep(target, [loadgen.ArrivalRate(20)], loadgen.StopRule(requests=3)).to_dict()["levels"][0]
+    assert lv["schedule_lag_ms"]["p50"] >= 95
+    assert lv["ttft_ms"]["min"] >= 100  # includes the 100 ms the client was late
+
+
+def test_duration_stop_cancels_in_flight_after_grace_as_incomplete(start_sim):
+    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.05))  # 100 tokens take 5 s
+    t0 = time.monotonic()
+    lv = sweep(url, [loadgen.ConstantConcurrency(3)],
+               loadgen.StopRule(duration_s=0.3, graceful_stop_s=0.2),
+               prompts=loadgen.PromptSource(16, 100)).to_dict()["levels"][0]
+    assert time.monotonic() - t0 < 3
+    assert lv["requests"]["incomplete"] == 3
+    assert lv["requests"]["failed"] == 0 and lv["requests"]["completed"] == 0
+    assert lv["output_tokens"] > 0  # tokens that arrived before the cancel still count
+
+
+def test_run_control_stop_marks_partial(start_sim):
+    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.05))
+    control = RunControl()
+
+    async def main():
+        task = asyncio.ensure_future(loadgen.sweep(
+            url, loads=[loadgen.ConstantConcurrency(2), loadgen.ConstantConcurrency(4)],
+            stop=loadgen.StopRule(requests=50), prompts=loadgen.PromptSource(16, 50),
+            control=control))
+        await asyncio.sleep(0.5)
+        control.stop()
+        return await task
+
+    result = asyncio.run(main())
+    assert result.partial and len(result.levels) == 1
+    assert result.levels[0].metrics.counts.incomplete == 2
+
+
+def test_failures_are_counted_by_type_not_raised(start_sim):
+    url = start_sim(SimProfile(ttft_s=0.005, itl_s=0.001, fault_500=0.3, fault_429=0.2,
+                               fault_disconnect=0.2, seed=3))
+    lv = sweep(url, [loadgen.ConstantConcurrency(4)], loadgen.StopRule(requests=40)).to_dict()["levels"][0]
+    req = lv["requests"]
+    assert req["completed"] + req["failed"] == 40
+    assert req["errors"].get("http_500", 0) > 0 and req["errors"].get("http_429", 0) > 0
+    assert set(req["errors"]) <= {"http_500", "http_429", "disconnected", "truncated_stream"}
+    assert len(set(req["errors"])) >= 3  # mid-stream disconnects show up too
+
+
+def test_open_loop_in_flight_cap_counts_dropped(start_sim):
+    url = start_sim(SimProfile(ttft_s=0.2, itl_s=0.01))
+    lv = sweep(url, [loadgen.ArrivalRate(100, max_in_flight=2)],
+               loadgen.StopRule(requests=10)).to_dict()["levels"][0]
+    req = lv["requests"]
+    assert req["dropped"] > 0
+    assert req["completed"] + req["dropped"] == 10
+
+
+def test_poisson_schedule_is_seeded_and_absolute():
+    a = loadgen.ArrivalRate(10, "poisson", seed=7).offsets_ns()
+    b = loadgen.ArrivalRate(10, "poisson", seed=7).offsets_ns()
+    first = [next(a) for _ in range(2000)]
+    assert first[:50] == [next(b) for _ in range(50)]
+    assert 180 <= first[-1] / 1e9 <= 220  # ~2000 arrivals at 10/s take ~200 s
+    constant = loadgen.ArrivalRate(4).offsets_ns()
+    assert [next(constant) for _ in range(3)] == [0, 250_000_000, 500_000_000]
+
+
+def test_api_key_required_is_an_auth_error_and_never_written(start_sim, monkeypatch, tmp_path):
+    url = start_sim(api_key="sk-test-secret-123")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(AuthError, match="OPENAI_API_KEY"):
+        sweep(url, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=1))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-123")
+    out = tmp_path / "r.json"
+    result = sweep(url, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=2), out=out)
+    assert result.levels[0].metrics.counts.completed == 2
+    assert "sk-test-secret-123" not in out.read_text()
+
+
+def test_non_streaming_mode_ttft_equals_e2e(sim_url):
+    lv = sweep(sim_url, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=3),
+               options=loadgen.RequestOptions(stream=False)).to_dict()["levels"][0]
+    assert lv["requests"]["completed"] == 3 and lv["output_tokens"] == 24
+    assert lv["ttft_ms"]["p50"] == lv["e2e_ms"]["p50"]
+
+
+def test_completions_api_and_continuous_usage(sim_url):
+    options = loadgen.RequestOptions(api="completions", continuous_usage=True)
+    lv = sweep(sim_url, [loadgen.ConstantConcurrency(2)], loadgen.StopRule(requests=4),
+               options=options).to_dict()["levels"][0]
+    assert lv["requests"]["completed"] == 4 and lv["output_tokens"] == 32
