@@ -259,3 +259,7 @@ _register_optional_commands()
 
 def main() -> None:
     cli(prog_name="loadgen")
+
+
+if __name__ == "__main__":
+    main()
