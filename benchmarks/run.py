@@ -58,12 +58,21 @@ async def _sweep(url: str, concurrency: int, requests: int, output_tokens: int,
                                keep_records=keep_records)
 
 
+def _run(coro):
+    """The same event loop the CLI uses: uvloop when installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 def batched(concurrency: int, requests: int, output_tokens: int) -> dict:
     profile = SimProfile(ttft_s=0.0, itl_s=0.0, max_num_seqs=1024, events_per_write=64)
     with simulator_process(profile) as url:
         server_cpu0 = _get_json(url + "/sim/stats")["cpu_s"]
         cpu0, t0 = time.process_time(), time.perf_counter()
-        result = asyncio.run(_sweep(url, concurrency, requests, output_tokens))
+        result = _run(_sweep(url, concurrency, requests, output_tokens))
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
         server_cpu = _get_json(url + "/sim/stats")["cpu_s"] - server_cpu0
     level = result.to_dict()["levels"][0]
@@ -83,7 +92,7 @@ def paced(concurrency: int, requests: int, output_tokens: int) -> dict:
         server_cpu0 = _get_json(url + "/sim/stats")["cpu_s"]
         cpu0, t0 = time.process_time(), time.perf_counter()
         # Warm-up opens the connections first, so TTFT is not a connection storm.
-        result = asyncio.run(_sweep(url, concurrency, requests, output_tokens, keep_records=True,
+        result = _run(_sweep(url, concurrency, requests, output_tokens, keep_records=True,
                                     warmup=concurrency))
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
         server_cpu = _get_json(url + "/sim/stats")["cpu_s"] - server_cpu0

@@ -110,6 +110,9 @@ _NUMBER = re.compile(
 _BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 _ANSWER_MARKER = re.compile(r"(?:answer|result)\s*(?:is|:|=)?\s*[:=]?", re.IGNORECASE)
 _EQUALS = re.compile(r"=")
+# Words after which models explain themselves; the answer is usually before them.
+_EXPLANATION = re.compile(r"\b(?:because|since|explanation|here'?s how|step\s*1|reasoning)\b",
+                          re.IGNORECASE)
 _PARENTHESES = re.compile(r"\([^()]*\)")
 _MARKUP = re.compile(r"\*\*|__|`|\$|\\\(|\\\)|\\\[|\\\]|\\text\{|\\mathbf\{|\\displaystyle")
 
@@ -148,7 +151,8 @@ def extract_number(response: str) -> str | None:
 
     In order of trust: ``\\boxed{...}``; the number after the last "answer is" /
     "result:"; a first line that is only a number (a parenthesised aside allowed);
-    the number after the last "="; the last number in the text.
+    then, in the text before any explanation ("because ...") if it holds a number:
+    the number after the last "=", else the last number.
     """
     boxed = _BOXED.findall(response)
     if boxed:
@@ -165,6 +169,9 @@ def extract_number(response: str) -> str | None:
     bare = _PARENTHESES.sub("", first_line).strip().strip(".:;!*_ ")
     if bare and _NUMBER.fullmatch(bare):
         return canonical_number(bare)
+    explained = _EXPLANATION.search(text)
+    if explained and _NUMBER.search(text[:explained.start()]):
+        text = text[:explained.start()]
     equals = list(_EQUALS.finditer(text))
     if equals:
         found = _first_number(text[equals[-1].end():])
@@ -335,6 +342,9 @@ _CAPITAL_PROMPT = re.compile(r"capital of (.+?)\?")
 # Plausible slips on an a + b - c problem (the L4 study saw 926 → 1026 and 355 → 655).
 _SLIPS = (100, -100, 300, 200, -10, 10)
 _NUMBER_FORMATS = ("{}", "{}", "{}", "The answer is {}.", "**{}**", "{}.")
+# Responder seeds that reproduce the L4 study's fidelity on suite seed 0 with the default
+# wrong_rate: 37/40 each, 35/40 responses identical, all slips on a + b - c questions.
+L4_SIMULATED_SEEDS = {"bf16": 8, "qat": 18}
 
 
 def _unit(*parts: object) -> float:

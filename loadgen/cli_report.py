@@ -1,0 +1,87 @@
+"""``loadgen report`` and ``loadgen compare`` (registered by :mod:`loadgen.cli`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from .compare import compare_runs, format_comparison
+from .errors import ConfigError, LoadgenError
+from .report.files import REPORT_FORMATS, parse_formats, read_results, report_directory
+
+
+class _UserError(click.ClickException):
+    exit_code = 2
+
+
+def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """LoadgenError → one ``Error: ...`` line and exit code 2, no traceback."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LoadgenError as exc:
+            raise _UserError(str(exc)) from None
+
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+@click.command("report")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--format", "formats", default=",".join(REPORT_FORMATS), show_default=True,
+              help="Comma-separated: md (report.md), html (report.html), json (summary.json), "
+                   "csv (report.csv, fidelity.csv).")
+@click.option("--price-per-hour", type=float, metavar="USD",
+              help="Instance price for $ per 1M output tokens (default: the earlier "
+                   "summary.json's).")
+@click.option("--drift-tolerance", type=float, metavar="FRACTION",
+              help="A-B-A drift tolerance, e.g. 0.05 for 5% (default: the earlier "
+                   "summary.json's, else 0.05).")
+@_one_line_errors
+def report(directory: Path, formats: str, price_per_hour: float | None,
+           drift_tolerance: float | None) -> None:
+    """Build reports from the phase results files in DIRECTORY."""
+    output = report_directory(directory, formats=parse_formats(formats),
+                              price_per_hour=price_per_hour, drift_tolerance=drift_tolerance)
+    if output.summary["simulated"]:
+        click.echo("SIMULATED: these results come from the built-in simulator.", err=True)
+    for paths in output.files.values():
+        for path in paths:
+            click.echo(str(path))
+
+
+def _default_label(result: dict, path: Path) -> str:
+    return str((result.get("phase") or {}).get("label")
+               or (result.get("target") or {}).get("model") or path.stem)
+
+
+def _labels(option: str | None, results: list[dict], paths: list[Path]) -> tuple[str, str]:
+    if option:
+        labels = [part.strip() for part in option.split(",")]
+        if len(labels) != 2 or not all(labels):
+            raise ConfigError(f"--labels takes two names separated by a comma, e.g. "
+                              f"bf16,qat (got {option!r})")
+        return labels[0], labels[1]
+    a, b = (_default_label(r, p) for r, p in zip(results, paths))
+    return (a, b) if a != b else (paths[0].stem, paths[1].stem)
+
+
+@click.command("compare")
+@click.argument("file_a", type=click.Path(path_type=Path))
+@click.argument("file_b", type=click.Path(path_type=Path))
+@click.option("--labels", metavar="A,B", help="Names for the two runs (default: their phase "
+                                              "labels, else model or file names).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@_one_line_errors
+def compare(file_a: Path, file_b: Path, labels: str | None, as_json: bool) -> None:
+    """Compare run B (FILE_B) with run A (FILE_A): fidelity answers and B/A ratios."""
+    results = [read_results(file_a), read_results(file_b)]
+    result = compare_runs(*results, labels=_labels(labels, results, [file_a, file_b]))
+    if as_json:
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_comparison(result), nl=False)

@@ -1,0 +1,146 @@
+"""Reading a study directory and writing its report files.
+
+A study directory holds one results file per phase (``*.json`` with ``levels``,
+``measurements`` or ``fidelity``), possibly a ``summary.json`` from an earlier
+report (its ``run`` metadata -- scenario name and hash, price -- is reused), and
+other JSON such as deployment records, which are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..compare import DEFAULT_DRIFT_TOLERANCE
+from ..errors import ConfigError
+from .csv_export import fidelity_csv, levels_csv
+from .html import render_html
+from .markdown import render_markdown
+from .plots import render_plots
+from .summary import build_summary, ordered_phases
+
+SUMMARY_FILE = "summary.json"
+REPORT_FORMATS = ("md", "html", "json", "csv")
+_RESULT_KEYS = ("levels", "measurements", "fidelity")
+
+
+@dataclass(frozen=True)
+class ReportOutput:
+    summary: dict  # what summary.json holds (also when "json" was not asked for)
+    files: dict[str, list[Path]]  # format -> files written
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """``"md,html"`` → ``("md", "html")``; unknown names are a one-line error."""
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    unknown = [f for f in formats if f not in REPORT_FORMATS]
+    if unknown or not formats:
+        raise ConfigError(f"unknown report format {', '.join(unknown) or repr(text)}: "
+                          f"choose from {','.join(REPORT_FORMATS)}")
+    return formats
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object (a loadgen results file)")
+    return data
+
+
+def is_results(data: dict) -> bool:
+    return isinstance(data, dict) and any(key in data for key in _RESULT_KEYS)
+
+
+def read_results(path: Path) -> dict:
+    data = read_json(path)
+    if not is_results(data):
+        raise ConfigError(f"{path}: not a loadgen results file (no levels, measurements or "
+                          "fidelity)")
+    return data
+
+
+def load_results_dir(directory: Path) -> tuple[list[dict], list[str], dict | None]:
+    """Phase results (with their file names) and the earlier summary, if any."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory; give the --out directory of a run")
+    results, names = [], []
+    for path in sorted(directory.glob("*.json")):
+        if path.name == SUMMARY_FILE:
+            continue
+        data = read_json(path)
+        if is_results(data):
+            results.append(data)
+            names.append(path.name)
+    summary_path = directory / SUMMARY_FILE
+    previous = read_json(summary_path) if summary_path.exists() else None
+    if not results:
+        raise ConfigError(f"{directory}: no loadgen results files (*.json) found; run "
+                          "`loadgen scenario run --out DIR` or `loadgen run --out FILE` first")
+    return results, names, previous
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    """Write via a temporary file so a reader never sees half a report."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_reports(directory: Path, phase_results: Sequence[dict], *,
+                  formats: Sequence[str] = REPORT_FORMATS,
+                  price_per_hour: float | None = None, run_info: dict | None = None,
+                  drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE,
+                  files: Sequence[str] | None = None) -> ReportOutput:
+    """Build the summary and write ``report.md``, ``report.html``, ``summary.json`` and
+    ``report.csv`` (+ ``fidelity.csv``) into ``directory``, as ``formats`` asks."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(phase_results, price_per_hour=price_per_hour, run_info=run_info,
+                            drift_tolerance=drift_tolerance, files=files)
+    named = [(name, result) for name, result, _ in ordered_phases(phase_results, files)]
+    written: dict[str, list[Path]] = {}
+    if "json" in formats:
+        text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+        written["json"] = [_write_atomic(directory / SUMMARY_FILE, text)]
+    if "md" in formats:
+        written["md"] = [_write_atomic(directory / "report.md", render_markdown(summary))]
+    if "html" in formats:
+        page = render_html(summary, render_plots(summary, named))
+        written["html"] = [_write_atomic(directory / "report.html", page)]
+    if "csv" in formats:
+        written["csv"] = [_write_atomic(directory / "report.csv", levels_csv(summary))]
+        answers = fidelity_csv(summary, named)
+        if answers is not None:
+            written["csv"].append(_write_atomic(directory / "fidelity.csv", answers))
+    return ReportOutput(summary, written)
+
+
+def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS,
+                     price_per_hour: float | None = None,
+                     drift_tolerance: float | None = None) -> ReportOutput:
+    """``loadgen report DIR``: rebuild every report from the phase files in ``DIR``.
+    Options given here override what an earlier ``summary.json`` recorded."""
+    results, names, previous = load_results_dir(directory)
+    # Times, versions and the like are recomputed from the phase files by build_summary.
+    run_info = dict((previous or {}).get("run") or {})
+    for result in results:  # a runner may also stamp scenario metadata on each phase file
+        for key, value in (result.get("scenario") or {}).items():
+            run_info.setdefault(key, value)
+    if price_per_hour is not None:
+        run_info["price_per_hour"] = price_per_hour
+    if drift_tolerance is None:
+        drift_tolerance = ((previous or {}).get("drift") or {}).get(
+            "tolerance", DEFAULT_DRIFT_TOLERANCE)
+    return write_reports(directory, results, formats=formats,
+                         price_per_hour=run_info.get("price_per_hour"), run_info=run_info,
+                         drift_tolerance=drift_tolerance, files=names)

@@ -1,0 +1,85 @@
+"""The report as one self-contained HTML page: inline CSS, plots as base64 PNG data
+URIs, no script, no external resource. Every string from the results is escaped."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html import escape
+
+from .document import Bullets, Figure, Paragraph, Table, build_document
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1100px; padding: 0 1rem; color: #1b1b1b; line-height: 1.45; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; margin-top: 2.2rem;
+     border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
+table { border-collapse: collapse; margin: .8rem 0; font-size: .85rem; }
+th, td { border: 1px solid #d0d0d0; padding: .25rem .55rem; text-align: left; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td:nth-child(-n+2) { white-space: nowrap; }
+.warning { background: #fff1f0; border: 2px solid #c62828; color: #8e0000;
+           padding: .6rem .9rem; font-weight: 600; }
+.banner { position: sticky; top: 0; background: #c62828; color: #fff; text-align: center;
+          font-weight: 700; letter-spacing: .08em; padding: .35rem; z-index: 1; }
+figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto;
+                                        border: 1px solid #e0e0e0; }
+figcaption { font-size: .85rem; color: #555; }
+"""
+
+
+# Cells that hold a number ("1,077.25", "$0.29", "2.05×", "1.0%", "40/0") align right.
+_NUMERIC = re.compile(r"^[-$]?[\d,.]+(?:[×%]|/[\d,]+)?$")
+
+
+def _cell(text: str) -> str:
+    css = ' class="num"' if _NUMERIC.match(text) else ""
+    return f"<td{css}>{escape(text)}</td>"
+
+
+def _table(table: Table) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.headers)
+    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in table.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(figure: Figure, plots: dict[str, bytes]) -> str:
+    png = plots.get(figure.key)
+    if png is None:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    caption = escape(figure.caption)
+    return (f'<figure data-plot="{escape(figure.key)}"><img alt="{caption}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{caption}</figcaption></figure>')
+
+
+def _block(block: object, plots: dict[str, bytes]) -> str:
+    if isinstance(block, Paragraph):
+        css = ' class="warning"' if block.warning else ""
+        return f"<p{css}>{escape(block.text)}</p>"
+    if isinstance(block, Bullets):
+        return "<ul>" + "".join(f"<li>{escape(item)}</li>" for item in block.items) + "</ul>"
+    if isinstance(block, Table):
+        return _table(block)
+    if isinstance(block, Figure):
+        return _figure(block, plots)
+    raise TypeError(f"unknown block {block!r}")
+
+
+def render_html(summary: dict, plots: dict[str, bytes] | None = None) -> str:
+    """The whole page; ``plots`` maps figure keys to PNG bytes (see plots.render_plots)."""
+    plots = plots or {}
+    title, sections = build_document(summary)
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"]
+    if summary["simulated"]:
+        parts.append('<div class="banner" id="simulated-banner">SIMULATED DATA — not a real '
+                     "model or GPU</div>")
+    parts.append(f"<h1>{escape(title)}</h1>")
+    for section in sections:
+        parts.append(f"<section><h2>{escape(section.title)}</h2>")
+        parts += [_block(block, plots) for block in section.blocks]
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,189 @@
+"""Report plots as PNG bytes, drawn with matplotlib's Agg canvas.
+
+Figures are built with the object API (``Figure`` + ``FigureCanvasAgg``), never
+``pyplot``: no global state, no GUI backend, safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter
+
+from ..compare import level_label, sweep_levels
+from ..metrics import decode_histogram
+
+LATENCY_PLOTS = (("ttft_ms", "Time to first token"), ("itl_ms", "Inter-token latency"),
+                 ("e2e_ms", "End-to-end latency"))
+_LINESTYLES = ("-", "--", ":", "-.")
+_CURVE_POINTS = 60
+
+
+def _text(text: str) -> str:
+    """Literal text for matplotlib: a "$" would otherwise start mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def _figure(title: str, simulated: bool) -> tuple[Figure, object]:
+    fig = Figure(figsize=(9, 4.8), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_title(_text(f"{title} — SIMULATED" if simulated else title))
+    ax.grid(True, alpha=0.3)
+    if simulated:
+        fig.text(0.01, 0.99, "SIMULATED DATA", color="red", ha="left", va="top",
+                 fontsize=9, fontweight="bold")
+    return fig, ax
+
+
+def _png(fig: Figure) -> bytes:
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _color(index: int) -> str:
+    return f"C{index % 10}"
+
+
+# --------------------------------------------------------------------------- per level
+
+
+def throughput_plot(summary: dict) -> bytes | None:
+    """Output tokens/s against load (concurrency or arrival rate), one line per phase."""
+    fig, ax = _figure("Throughput by load", summary["simulated"])
+    drawn = False
+    for i, phase in enumerate(summary["phases"]):
+        for mode in ("concurrency", "rate"):
+            points = sorted((lv["load"].get(mode), lv["output_tokens_per_s"])
+                            for lv in phase["levels"] if lv["load"].get("mode") == mode
+                            and lv["load"].get(mode) is not None
+                            and lv["output_tokens_per_s"] is not None)
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, marker="o", color=_color(i),
+                        linestyle="-" if mode == "concurrency" else "--",
+                        label=_text(f"{phase['name']} ({mode})"))
+                drawn = True
+    if not drawn:
+        return None
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("concurrent requests (or requests/s for rate levels)")
+    ax.set_ylabel("output tokens/s")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    return _png(fig)
+
+
+def _grouped_bars(ax, groups: list[str], series: list[tuple[str, list]], fmt) -> None:
+    width = 0.8 / max(len(series), 1)
+    for i, (name, values) in enumerate(series):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        heights = [v if v is not None else 0 for v in values]
+        bars = ax.bar(xs, heights, width, label=_text(name), color=_color(i))
+        ax.bar_label(bars, labels=[_text(fmt(v)) if v is not None else "" for v in values],
+                     fontsize=8, padding=2)
+    ax.set_xticks(range(len(groups)), [_text(g) for g in groups])
+
+
+def cost_plot(summary: dict) -> bytes | None:
+    """$ per million output tokens at every level, a bar per phase."""
+    phases = summary["phases"]
+    groups = list(dict.fromkeys(lv["label"] for p in phases for lv in p["levels"]))
+    series = [(p["name"], [next((lv["cost_per_million_output_tokens"] for lv in p["levels"]
+                                 if lv["label"] == g), None) for g in groups]) for p in phases]
+    if not any(v is not None for _, values in series for v in values):
+        return None
+    fig, ax = _figure("Cost per million output tokens", summary["simulated"])
+    _grouped_bars(ax, groups, series, lambda v: f"${v:.2f}")
+    price = summary["run"].get("price_per_hour")
+    ax.set_ylabel(_text(f"$ per 1M output tokens (at ${price}/h)"))
+    ax.legend()
+    return _png(fig)
+
+
+def decode_plot(summary: dict) -> bytes | None:
+    """Single-stream decode tokens/s per phase."""
+    names, values = [], []
+    for phase in summary["phases"]:
+        single = phase["single_stream"] or {}
+        value = (single.get("decode_tokens_per_s") or {}).get("mean")
+        if value is not None:
+            names.append(phase["name"])
+            values.append(value)
+    if not values:
+        return None
+    fig, ax = _figure("Single-stream decode speed", summary["simulated"])
+    bars = ax.bar([_text(n) for n in names], values,
+                  color=[_color(i) for i in range(len(values))])
+    ax.bar_label(bars, labels=[f"{v:.1f}" for v in values], padding=2)
+    ax.set_ylabel("decode tokens/s per request (mean)")
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- percentiles
+
+
+def percentile_curve(encoded: str, scale: float = 1e-3) -> tuple[list[float], list[float]]:
+    """Points of the classic HdrHistogram percentile plot: x = 1 / (1 − percentile)
+    (so 90%, 99%, 99.9% are evenly spaced on a log axis), y = value × ``scale``."""
+    hist = decode_histogram(encoded)
+    count = hist.get_total_count()
+    if not count:
+        return [], []
+    # Beyond 1/(1-p) = count every percentile is the maximum; stop there.
+    top = min(max(count, 10), 1_000_000)
+    xs = [10 ** (math.log10(top) * i / (_CURVE_POINTS - 1)) for i in range(_CURVE_POINTS)]
+    percentiles = [100 * (1 - 1 / x) for x in xs]
+    values = hist.get_percentile_to_value_dict(percentiles)
+    return xs, [values[p] * scale for p in percentiles]
+
+
+def _percentile_label(x: float, _pos: object) -> str:
+    if x <= 1:
+        return "0%"
+    nines = 100 * (1 - 1 / x)
+    return f"{nines:.{max(0, round(math.log10(x)) - 2)}f}%"
+
+
+def latency_plot(phases: Sequence[tuple[str, dict]], metric: str, title: str,
+                 simulated: bool) -> bytes | None:
+    """Percentile distribution of ``metric`` (µs histograms) for every phase and level."""
+    fig, ax = _figure(f"{title}: percentile distribution", simulated)
+    top = 10
+    for i, (name, result) in enumerate(phases):
+        for j, level in enumerate(sweep_levels(result)):
+            encoded = (level.get("histograms") or {}).get(metric)
+            xs, ys = percentile_curve(encoded) if encoded else ([], [])
+            if xs:
+                ax.plot(xs, ys, color=_color(i), linestyle=_LINESTYLES[j % len(_LINESTYLES)],
+                        label=_text(f"{name} · {level_label(level)}"))
+                top = max(top, xs[-1])
+    if not ax.lines:
+        return None
+    ax.set_xscale("log")
+    ticks = [10**k for k in range(0, int(round(math.log10(top))) + 1)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
+    ax.xaxis.set_minor_locator(FixedLocator([]))
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("milliseconds")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, ncol=2)
+    return _png(fig)
+
+
+def render_plots(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[str, bytes]:
+    """Every plot that has data, keyed as the report document's figures are.
+    ``phases`` is ``(name, raw results)`` in study order (for the histograms)."""
+    plots = {"throughput": throughput_plot(summary), "decode": decode_plot(summary),
+             "cost": cost_plot(summary)}
+    for metric, title in LATENCY_PLOTS:
+        plots[f"latency_{metric}"] = latency_plot(phases, metric, title, summary["simulated"])
+    return {key: png for key, png in plots.items() if png is not None}

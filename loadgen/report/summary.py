@@ -1,0 +1,337 @@
+"""The summary: every number a report shows, as one JSON-able dict (``summary.json``).
+
+Input is the list of phase results files of a study (one per phase, in any
+order; ``phase.order_index`` orders them), or plain ``loadgen run``/``sweep``
+results files. The first phase is the baseline A₁; the first phase serving a
+different checkpoint (``phase.checkpoint``, else the label) is the candidate B;
+a later phase serving A₁'s checkpoint is A₂, the repeat that the drift check
+compares with A₁. Ratios are B / A₁.
+
+The renderers (Markdown, HTML, CSV) read only this dict (plus the raw
+histograms for the percentile plots), so what a report says is always in
+``summary.json`` too.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections import Counter
+from typing import Any, Sequence
+
+from .. import __version__
+from ..compare import (DEFAULT_DRIFT_TOLERANCE, bootstrap_ratio_ci, compare_fidelity,
+                       compare_levels, dig, drift_check, fidelity_of, level_label, ratio,
+                       sweep_levels)
+from ..cost import check_price, cost_per_million_tokens
+from ..metrics import decode_histogram
+
+SCHEMA = "loadgen.summary/1"
+STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",
+                "schedule_lag_ms")
+# Deployment facts with a readable label (issue 4's keys); other scalar keys are shown
+# under their own name.
+DEPLOYMENT_LABELS = {
+    "model_load_gib": "model weights (GiB)",
+    "weights_load_s": "weight loading (s)",
+    "model_load_s": "model loading (s)",
+    "kv_cache_gib": "KV cache (GiB)",
+    "kv_cache_tokens": "KV-cache capacity (tokens)",
+    "max_concurrency": "max concurrency at context length",
+    "max_concurrency_tokens_per_request": "tokens per request for max concurrency",
+    "in_service_s": "create to InService (s)",
+    "time_to_in_service_s": "create to InService (s)",
+    "instance_type": "instance type",
+    "vllm_version": "vLLM version",
+}
+# Never copy anything that looks like a credential into a report, whatever the source.
+_SECRET_KEY = re.compile(r"secret|password|passwd|api_?key|access_?key|session_?token|"
+                         r"hf_token|signature|authorization|credential", re.IGNORECASE)
+
+
+def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None = None,
+                  run_info: dict | None = None,
+                  drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE,
+                  files: Sequence[str] | None = None) -> dict:
+    """Every number of the report. ``run_info`` adds scenario metadata (name,
+    ``scenario_sha256``, ``instance_type``, ``region``, ``price_per_hour``, ...);
+    ``files`` names each phase's results file, in the order given."""
+    run_info = dict(run_info or {})
+    price = check_price(price_per_hour if price_per_hour is not None
+                        else run_info.get("price_per_hour"))
+    ordered = ordered_phases(phase_results, files)
+    phases = [_phase(name, result, file, price) for name, result, file in ordered]
+    simulated = any(p["simulated"] for p in phases)
+    a1, b, a2 = _roles(phases)
+    return {
+        "schema": SCHEMA,
+        "simulated": simulated,
+        "run": _run(phases, run_info, price),
+        "phases": phases,
+        "roles": {"baseline": a1, "candidate": b, "baseline_repeat": a2},
+        "comparison": _comparison(phases, ordered, a1, b) if b is not None else None,
+        "drift": _drift(phases, a1, a2, drift_tolerance),
+        "deployment": _deployment_table(phases),
+    }
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def ordered_phases(phase_results: Sequence[dict],
+                   files: Sequence[str] | None = None) -> list[tuple[str, dict, str | None]]:
+    """``(name, result, file)`` in study order, names unique: a repeated label gets
+    ``#1``, ``#2`` ("bf16 #1", "qat", "bf16 #2")."""
+    files = list(files) if files is not None else [None] * len(phase_results)
+    pairs = list(zip(phase_results, files))
+    order = sorted(range(len(pairs)), key=lambda i: (_order_index(pairs[i][0], i), i))
+    indexed = [pairs[i] for i in order]
+    labels = [_label(result, i) for i, (result, _) in enumerate(indexed)]
+    totals, seen = Counter(labels), Counter()
+    out = []
+    for label, (result, file) in zip(labels, indexed):
+        seen[label] += 1
+        name = f"{label} #{seen[label]}" if totals[label] > 1 else label
+        out.append((name, result, file))
+    return out
+
+
+def _order_index(result: dict, position: int) -> float:
+    index = dig(result, ("phase", "order_index"))
+    return index if isinstance(index, (int, float)) else position
+
+
+def _label(result: dict, position: int) -> str:
+    return str(dig(result, ("phase", "label")) or dig(result, ("target", "model"))
+               or f"run {position + 1}")
+
+
+def _phase(name: str, result: dict, file: str | None, price: float | None) -> dict:
+    phase = result.get("phase") or {}
+    single = dig(result, ("measurements", "single_stream"))
+    fidelity = fidelity_of(result)
+    return {
+        "name": name,
+        "label": str(phase.get("label") or _label(result, 0)),
+        "checkpoint": phase.get("checkpoint") or dig(result, ("target", "model")),
+        "order_index": phase.get("order_index"),
+        "file": file,
+        "simulated": bool(result.get("simulated")),
+        "partial": bool(result.get("partial")),
+        # A scenario phase says how it ended (complete, failed, interrupted) and why.
+        "status": phase.get("status") or ("partial" if result.get("partial") else "complete"),
+        "error": phase.get("error"),
+        "started_at": result.get("started_at"),
+        "finished_at": result.get("finished_at"),
+        "loadgen_version": result.get("loadgen_version"),
+        "target": _public_target(result.get("target") or {}),
+        "single_stream": _level(single, price) if single else None,
+        "fixed_length": _fixed_length(dig(result, ("measurements", "fixed_length"))),
+        "levels": [_level(level, price) for level in sweep_levels(result)],
+        "fidelity": _fidelity_scores(fidelity) if fidelity else None,
+        "deployment": _flat_facts(result.get("server") or {}),
+    }
+
+
+def _public_target(target: dict) -> dict:
+    return {k: v for k, v in target.items()
+            if not _SECRET_KEY.search(k) and isinstance(v, (str, int, float, bool, type(None)))}
+
+
+def _level(level: dict, price: float | None) -> dict:
+    out = {"label": level_label(level), "load": level.get("load") or {},
+           "requests": level.get("requests") or {}}
+    for key in ("duration_s", "output_tokens", "input_tokens", "output_tokens_per_s",
+                "requests_per_s"):
+        out[key] = level.get(key)
+    for metric in STAT_METRICS:
+        if level.get(metric) is not None:
+            out[metric] = level[metric]
+    out["cost_per_million_output_tokens"] = cost_per_million_tokens(
+        price, level.get("output_tokens_per_s"))
+    client = level.get("client") or {}
+    out["client"] = {"saturated": bool(client.get("saturated")),
+                     "warning": client.get("warning"),
+                     "cpu_percent": client.get("cpu_percent")}
+    return out
+
+
+def _fixed_length(data: dict | None) -> dict | None:
+    if not data:
+        return None
+    times = [t for t in data.get("e2e_s") or [] if t is not None]
+    tokens = data.get("tokens")
+    mean = sum(times) / len(times) if times else None
+    return {"tokens": tokens, "repeats": data.get("repeats", len(times)), "e2e_s": times,
+            "min_s": data.get("min_s", min(times, default=None)),
+            "max_s": data.get("max_s", max(times, default=None)), "mean_s": mean,
+            "tokens_per_s": tokens / mean if tokens and mean else None}
+
+
+def _fidelity_scores(fidelity: Any) -> dict:
+    return {"suite": fidelity.suite, "seed": fidelity.seed, "score": fidelity.score,
+            "total": fidelity.total, "errors": fidelity.errors,
+            "by_category": fidelity.by_category()}
+
+
+def _flat_facts(server: dict, prefix: str = "") -> dict:
+    """Scalar deployment facts, nested dicts flattened to dotted keys, secrets dropped."""
+    out = {}
+    for key, value in server.items():
+        if _SECRET_KEY.search(str(key)):
+            continue
+        if isinstance(value, dict):
+            out.update(_flat_facts(value, f"{prefix}{key}."))
+        elif isinstance(value, (str, int, float, bool)) or value is None:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+# --------------------------------------------------------------------------- roles
+
+
+def _served(phase: dict) -> str:
+    """What a phase served: its checkpoint (A-B-A phases have unique labels, e.g.
+    bf16-a / qat / bf16-b, but A₁ and A₂ share the checkpoint), else its label."""
+    return str(phase["checkpoint"] or phase["label"])
+
+
+def _roles(phases: list[dict]) -> tuple[str | None, str | None, str | None]:
+    """Names of A₁, B and A₂ (None where the study has no such phase)."""
+    if not phases:
+        return None, None, None
+    baseline = _served(phases[0])
+    b_index = next((i for i, p in enumerate(phases) if _served(p) != baseline), None)
+    a2 = None
+    if b_index is not None:
+        a2 = next((p["name"] for p in phases[b_index:] if _served(p) == baseline), None)
+    elif len(phases) > 1:
+        a2 = phases[1]["name"]  # A-A: a repeat with no candidate still shows drift
+    b = phases[b_index]["name"] if b_index is not None else None
+    return phases[0]["name"], b, a2
+
+
+def _by_name(phases: list[dict], name: str) -> dict:
+    return next(p for p in phases if p["name"] == name)
+
+
+def _comparison(phases: list[dict], ordered: list, a_name: str, b_name: str) -> dict:
+    a, b = _by_name(phases, a_name), _by_name(phases, b_name)
+    raw = {name: result for name, result, _ in ordered}
+    out = {"baseline": a_name, "candidate": b_name,
+           "single_stream_decode": _single_stream_ratio(raw[a_name], raw[b_name], a, b),
+           "fixed_length": _fixed_length_ratio(a["fixed_length"], b["fixed_length"]),
+           "levels": compare_levels(sweep_levels(raw[a_name]), sweep_levels(raw[b_name])),
+           "fidelity": None}
+    for row in out["levels"]:
+        cost_a = _cost_at(a, row["label"])
+        cost_b = _cost_at(b, row["label"])
+        row["metrics"]["cost_per_million_output_tokens"] = {
+            "a": cost_a, "b": cost_b, "ratio": ratio(cost_a, cost_b)}
+    fid_a, fid_b = fidelity_of(raw[a_name]), fidelity_of(raw[b_name])
+    if fid_a and fid_b:
+        out["fidelity"] = compare_fidelity(fid_a, fid_b, (a_name, b_name))
+    return out
+
+
+def _cost_at(phase: dict, label: str) -> float | None:
+    level = next((lv for lv in phase["levels"] if lv["label"] == label), None)
+    return level["cost_per_million_output_tokens"] if level else None
+
+
+def _single_stream_ratio(raw_a: dict, raw_b: dict, a: dict, b: dict) -> dict | None:
+    mean_a = dig(a, ("single_stream", "decode_tokens_per_s", "mean"))
+    mean_b = dig(b, ("single_stream", "decode_tokens_per_s", "mean"))
+    if mean_a is None or mean_b is None:
+        return None
+    samples = [_decode_samples(raw) for raw in (raw_a, raw_b)]
+    ci = None
+    if all(samples):
+        (va, ca), (vb, cb) = samples
+        ci = bootstrap_ratio_ci(va, vb, a_counts=ca, b_counts=cb)
+    return {"a": mean_a, "b": mean_b, "ratio": ratio(mean_a, mean_b), "ci": ci}
+
+
+def _decode_samples(raw: dict) -> tuple[list[float], list[int]] | None:
+    """Per-request decode rates (tok/s) and their counts from the single-stream histogram."""
+    encoded = dig(raw, ("measurements", "single_stream", "histograms", "decode_tokens_per_s"))
+    if not encoded:
+        return None
+    hist = decode_histogram(encoded)
+    values, counts = [], []
+    for item in hist.get_recorded_iterator():
+        values.append(hist.get_highest_equivalent_value(item.value_iterated_to) / 1000)
+        counts.append(item.count_at_value_iterated_to)
+    return (values, counts) if values else None
+
+
+def _fixed_length_ratio(a: dict | None, b: dict | None) -> dict | None:
+    if not a or not b or a["mean_s"] is None or b["mean_s"] is None:
+        return None
+    ci = bootstrap_ratio_ci(a["e2e_s"], b["e2e_s"])
+    return {"a_mean_s": a["mean_s"], "b_mean_s": b["mean_s"],
+            "ratio": ratio(a["mean_s"], b["mean_s"]), "ci": ci}
+
+
+# --------------------------------------------------------------------------- drift
+
+
+def _drift_metrics(phase: dict) -> tuple[dict, dict]:
+    """The numbers the drift check compares, and their labels."""
+    values, labels = {}, {}
+    decode = dig(phase, ("single_stream", "decode_tokens_per_s", "mean"))
+    if decode is not None:
+        values["single_stream.decode_tokens_per_s"] = decode
+        labels["single_stream.decode_tokens_per_s"] = "single-stream decode tok/s"
+    fixed = phase.get("fixed_length")
+    if fixed and fixed["mean_s"] is not None:
+        values["fixed_length.mean_s"] = fixed["mean_s"]
+        labels["fixed_length.mean_s"] = f"{fixed['tokens']}-token generation mean s"
+    for level in phase["levels"]:
+        slug = level["label"].replace(" ", "_")
+        for key, label, path in (("output_tokens_per_s", "output tok/s",
+                                  ("output_tokens_per_s",)),
+                                 ("itl_ms_p50", "ITL p50 ms", ("itl_ms", "p50"))):
+            value = dig(level, path)
+            if value is not None:
+                values[f"{slug}.{key}"] = value
+                labels[f"{slug}.{key}"] = f"{level['label']}: {label}"
+    return values, labels
+
+
+def _drift(phases: list[dict], a1: str | None, a2: str | None, tolerance: float) -> dict:
+    if a1 is None or a2 is None:
+        return {"phases": [a1, a2], "tolerance": tolerance, "metrics": [], "ok": None,
+                "worst": None,
+                "verdict": "not measured: repeat the baseline phase (A-B-A) to check drift"}
+    first, labels = _drift_metrics(_by_name(phases, a1))
+    second, _ = _drift_metrics(_by_name(phases, a2))
+    return {"phases": [a1, a2], **drift_check(first, second, tolerance, labels)}
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _run(phases: list[dict], run_info: dict, price: float | None) -> dict:
+    started = [p["started_at"] for p in phases if p["started_at"]]
+    finished = [p["finished_at"] for p in phases if p["finished_at"]]
+    versions = sorted({p["loadgen_version"] for p in phases if p["loadgen_version"]})
+    info = {k: v for k, v in run_info.items() if not _SECRET_KEY.search(str(k))}
+    return {**info,
+            "price_per_hour": price,
+            "currency": run_info.get("currency", "USD"),
+            "started_at": min(started, default=None),
+            "finished_at": max(finished, default=None),
+            "partial": any(p["partial"] for p in phases),
+            "loadgen_versions": versions,
+            "report_loadgen_version": __version__,
+            "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _deployment_table(phases: list[dict]) -> list[dict]:
+    """Deployment facts side by side: one row per fact, one value per phase."""
+    keys: list[str] = []
+    for phase in phases:
+        keys += [k for k in phase["deployment"] if k not in keys]
+    return [{"key": key, "label": DEPLOYMENT_LABELS.get(key, key),
+             "values": [phase["deployment"].get(key) for phase in phases]} for key in keys]

@@ -1,0 +1,168 @@
+"""Comparisons: fidelity mismatches, B/A ratios, A-B-A drift, bootstrap intervals, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from report_fixtures import BF16_SEED, QAT_SEED, l4_study, make_fidelity, write_study
+
+from loadgen.cli_report import compare as compare_command
+from loadgen.compare import (VERDICT_DRIFT, VERDICT_OK, bootstrap_ratio_ci, compare_fidelity,
+                             compare_levels, compare_runs, drift_check, format_comparison,
+                             mismatch_line, ratio, relative_difference)
+from loadgen.errors import ConfigError
+from loadgen.fidelity import ARITHMETIC, FidelityResult, Question, score_response
+
+
+def _one_question_run(response: str) -> FidelityResult:
+    question = Question("arith-01", ARITHMETIC, "876 + 608 - 558",
+                        "What is 876 + 608 - 558? Answer with just the number.", "926")
+    return FidelityResult(0, (score_response(question, response),))
+
+
+def test_mismatch_line_says_who_was_right():
+    result = compare_fidelity(_one_question_run("1026"), _one_question_run("The answer is 926."),
+                              ("bf16", "QAT"))
+    assert result["identical"] == 0 and len(result["mismatches"]) == 1
+    assert mismatch_line(result["mismatches"][0], result["labels"]) == \
+        "876 + 608 - 558 (expected 926): bf16 1026 ✗, QAT 926 ✓"
+
+
+def test_fidelity_comparison_of_two_runs_that_differ():
+    a = FidelityResult.from_dict(make_fidelity(BF16_SEED))
+    b = FidelityResult.from_dict(make_fidelity(QAT_SEED))
+    result = compare_fidelity(a, b, ("bf16", "qat"))
+    assert (result["score_a"], result["score_b"], result["total"]) == (37, 37, 40)
+    assert result["identical"] == 35
+    assert len(result["mismatches"]) == 5
+    for m in result["mismatches"]:
+        assert m["category"] == ARITHMETIC
+        assert m["a"]["response"] != m["b"]["response"]
+        # Exactly one verdict per side, and it matches the expected answer.
+        for side in (m["a"], m["b"]):
+            assert side["correct"] == (side["extracted"] == m["expected"])
+    # A run compared with itself matches everywhere.
+    assert compare_fidelity(a, a)["identical"] == 40
+
+
+def test_failed_responses_never_count_as_identical():
+    question = _one_question_run("926").answers[0].question
+    failed = FidelityResult(0, (score_response(question, None, "timeout: slow"),))
+    result = compare_fidelity(failed, failed, ("a", "b"))
+    assert result["identical"] == 0
+    assert "a [timeout: slow] ✗" in mismatch_line(result["mismatches"][0], ("a", "b"))
+
+
+def test_different_suites_cannot_be_compared():
+    with pytest.raises(ConfigError, match="same fidelity seed"):
+        compare_fidelity(FidelityResult.from_dict(make_fidelity(8, suite_seed=0)),
+                         FidelityResult.from_dict(make_fidelity(8, suite_seed=1)))
+
+
+def test_ratio_helpers():
+    assert ratio(51.3, 105.1) == pytest.approx(2.0487, abs=1e-4)
+    assert round(105.1 / 51.3, 2) == 2.05
+    assert ratio(0, 5) is None and ratio(None, 5) is None
+    assert relative_difference(619.1, 625.15) == pytest.approx(0.00977, abs=1e-5)
+
+
+def test_level_ratios_match_levels_by_load():
+    bf16, qat, _ = l4_study()
+    rows = compare_levels(bf16["levels"], qat["levels"][::-1])  # order must not matter
+    assert [r["label"] for r in rows] == ["concurrency 1", "concurrency 4", "concurrency 16"]
+    at16 = rows[2]["metrics"]["output_tokens_per_s"]
+    assert (at16["a"], at16["b"]) == (619.1, 1077.25)
+    assert at16["ratio"] == pytest.approx(1077.25 / 619.1)
+    # ITL halves with QAT in the fixture: the latency ratio is below 1.
+    assert rows[0]["metrics"]["itl_ms_p50"]["ratio"] < 0.6
+    assert compare_levels(bf16["levels"][:1], qat["levels"][1:]) == []
+
+
+def test_drift_verdicts():
+    a1 = {"decode": 51.3, "c16": 619.1}
+    ok = drift_check(a1, {"decode": 51.5, "c16": 625.15})
+    assert ok["verdict"] == VERDICT_OK and ok["ok"]
+    assert ok["worst"] == pytest.approx(0.00977, abs=1e-5)
+    drifted = drift_check(a1, {"decode": 46.0, "c16": 625.15})
+    assert drifted["verdict"] == VERDICT_DRIFT and not drifted["ok"]
+    assert [m["within"] for m in drifted["metrics"]] == [False, True]
+    assert drift_check(a1, {"decode": 46.0}, tolerance=0.15)["ok"]
+    assert drift_check(a1, {})["verdict"].startswith("not measured")
+    with pytest.raises(ConfigError, match="fraction between 0 and 1"):
+        drift_check(a1, a1, tolerance=5)
+
+
+def test_bootstrap_interval_is_reproducible_and_sensible():
+    a = [10.49, 10.58, 10.66, 10.52, 10.61]
+    b = [5.39, 5.47, 5.53, 5.41, 5.50]
+    ci = bootstrap_ratio_ci(a, b)
+    assert ci == bootstrap_ratio_ci(a, b)  # fixed seed
+    assert ci["low"] < ci["ratio"] < ci["high"]
+    assert 0.50 < ci["low"] and ci["high"] < 0.53
+    assert ci["method"] == "percentile bootstrap" and (ci["n_a"], ci["n_b"]) == (5, 5)
+    assert bootstrap_ratio_ci(a, b, seed=1) != ci
+    assert bootstrap_ratio_ci([1.0], b) is None
+    # Same numbers on both sides: the interval holds 1.
+    same = bootstrap_ratio_ci(a, a)
+    assert same["low"] <= 1.0 <= same["high"]
+
+
+def test_bootstrap_with_counts_equals_the_expanded_sample():
+    values, counts = [50.0, 51.0, 52.0], [3, 10, 3]
+    expanded = [v for v, c in zip(values, counts) for _ in range(c)]
+    weighted = bootstrap_ratio_ci(values, [2 * v for v in values], a_counts=counts,
+                                  b_counts=counts)
+    plain = bootstrap_ratio_ci(expanded, [2 * v for v in expanded])
+    assert weighted["ratio"] == pytest.approx(2.0) and plain["ratio"] == pytest.approx(2.0)
+    assert weighted["n_a"] == len(expanded)
+    assert weighted["low"] == pytest.approx(plain["low"], abs=0.01)
+    assert weighted["high"] == pytest.approx(plain["high"], abs=0.01)
+
+
+def test_compare_runs_text(tmp_path):
+    bf16, qat, _ = l4_study()
+    result = compare_runs(bf16, qat, ("bf16", "qat"))
+    text = format_comparison(result)
+    assert "bf16: 37/40 correct, qat: 37/40 correct" in text
+    assert "identical responses (character for character): 35/40" in text
+    assert text.count("(expected ") == 5
+    assert "SIMULATED" not in text
+    assert "fixed-length generation: mean 10.58 s → 5.46 s (0.52×)" in text
+    assert "1,077.25" in text and "1.74×" in text
+    assert result["single_stream"]["metrics"]["decode_tokens_per_s"]["ratio"] == \
+        pytest.approx(2.05, abs=0.02)
+
+
+def test_compare_command(tmp_path):
+    paths = write_study(tmp_path, l4_study(simulated=True))
+    runner = CliRunner()
+    out = runner.invoke(compare_command, [str(paths[0]), str(paths[1])])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("SIMULATED")
+    assert "bf16 846 ✗, qat 836 ✓" in out.output  # default labels: the phase labels
+    labelled = runner.invoke(compare_command, [str(paths[0]), str(paths[1]),
+                                               "--labels", "BF16,QAT", "--json"])
+    data = json.loads(labelled.output)
+    assert data["labels"] == ["BF16", "QAT"] and data["fidelity"]["identical"] == 35
+    # Two phases with the same label get their file names instead.
+    same = runner.invoke(compare_command, [str(paths[0]), str(paths[2])])
+    assert "phase-1-bf16: 37/40 correct, phase-3-bf16: 37/40 correct" in same.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.json", "missing.json"], "missing.json: no such file"),
+    (["bad.json", "bad.json"], "bad.json: not a readable JSON file"),
+    (["other.json", "other.json"], "other.json: not a loadgen results file"),
+    (["a.json", "a.json", "--labels", "onlyone"], "--labels takes two names"),
+])
+def test_compare_command_errors_are_one_line(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text('{"endpoint": "x"}')
+    (tmp_path / "a.json").write_text(json.dumps(l4_study()[0]))
+    out = CliRunner().invoke(compare_command, args)
+    assert out.exit_code == 2
+    assert message in out.output
+    assert len(out.output.strip().splitlines()) == 1 and "Traceback" not in out.output

@@ -1,0 +1,70 @@
+"""The HTML report in a real headless browser (Debian's chromium): every plot decodes."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from report_fixtures import L4_PRICE, l4_study
+
+from loadgen.report import write_reports
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+PLOTS = ["decode", "throughput", "cost", "latency_ttft_ms", "latency_itl_ms", "latency_e2e_ms"]
+# After load, write each image's plot key and decoded size into a data attribute, so
+# --dump-dom shows what the browser really decoded.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  document.body.dataset.images = JSON.stringify([...document.images].map(
+    (img) => [img.closest("figure").dataset.plot, img.naturalWidth, img.naturalHeight]));
+  document.body.dataset.banner = document.getElementById("simulated-banner")
+    ? getComputedStyle(document.getElementById("simulated-banner")).display : "missing";
+});
+</script>"""
+
+
+def _browser_view(page: Path, tmp_path: Path) -> dict:
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    assert Path(CHROMIUM).exists(), "install Debian's chromium: apt-get install -y chromium"
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+               "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", probe.as_uri()]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=90, check=True).stdout
+    attributes = dict(re.findall(r'data-(images|banner)="([^"]*)"', dom))
+    assert "images" in attributes, dom[:500]
+    return {"images": json.loads(html.unescape(attributes["images"])),
+            "banner": attributes.get("banner")}
+
+
+@pytest.fixture(scope="module")
+def report_page(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("browser")
+    write_reports(directory, l4_study(simulated=True), formats=("html",),
+                  price_per_hour=L4_PRICE)
+    return directory / "report.html"
+
+
+def test_every_plot_is_present_and_decoded(report_page, tmp_path):
+    view = _browser_view(report_page, tmp_path)
+    assert [key for key, _, _ in view["images"]] == PLOTS
+    for key, width, height in view["images"]:
+        assert (width, height) == (900, 480), key
+    assert view["banner"] == "block"  # the SIMULATED banner is shown
+
+
+def test_a_broken_image_is_caught(report_page, tmp_path):
+    """The check can fail: corrupt one PNG and the browser decodes it to nothing."""
+    page = report_page.read_text()
+    start = page.index("data:image/png;base64,") + len("data:image/png;base64,")
+    broken = tmp_path / "broken.html"
+    broken.write_text(page[:start] + "AAAA" + page[start + 4:])
+    view = _browser_view(broken, tmp_path)
+    assert view["images"][0] == ["decode", 0, 0]
+    assert all(width > 0 for _, width, _ in view["images"][1:])
