@@ -19,7 +19,6 @@ from ..errors import ConfigError
 from .csv_export import fidelity_csv, levels_csv
 from .html import render_html
 from .markdown import render_markdown
-from .plots import render_plots
 from .summary import build_summary, ordered_phases
 
 SUMMARY_FILE = "summary.json"
@@ -115,6 +114,8 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
     if "md" in formats:
         written["md"] = [_write_atomic(directory / "report.md", render_markdown(summary))]
     if "html" in formats:
+        from .plots import render_plots  # matplotlib is slow to import: only when drawing
+
         page = render_html(summary, render_plots(summary, named))
         written["html"] = [_write_atomic(directory / "report.html", page)]
     if "csv" in formats:

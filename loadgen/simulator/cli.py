@@ -1,0 +1,114 @@
+"""``loadgen mock-server``: serve the simulator until Ctrl-C (also ``python -m loadgen.simulator``)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from dataclasses import replace
+
+import click
+
+from ..errors import ConfigError
+from .plan import Responder
+from .profile import PROFILES, SimProfile, profile_named
+from .runners import run_with_best_loop, start_simulator
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value / 1000.0
+
+
+def _load_responder(spec: str) -> Responder:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"--responder must look like MODULE:FUNCTION, got {spec!r}")
+    try:
+        responder = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load responder {spec!r}: {exc}") from None
+    if not callable(responder):
+        raise ConfigError(f"responder {spec!r} is not callable")
+    return responder
+
+
+def _api_key(env_name: str | None) -> str | None:
+    if not env_name:
+        return None
+    key = os.environ.get(env_name)
+    if not key:
+        raise ConfigError(f"environment variable {env_name} (from --api-key-env) is empty or "
+                          "unset; export the key there")
+    return key
+
+
+def _profile(preset: str, profile_json: str | None, **overrides) -> SimProfile:
+    """The preset (or the child runner's JSON profile) with the given options replaced."""
+    if not profile_json:
+        return profile_named(preset, **overrides)
+    try:
+        base = SimProfile.from_dict(json.loads(profile_json))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"--profile-json is not a simulator profile: {exc}") from None
+    return replace(base, **{key: value for key, value in overrides.items() if value is not None})
+
+
+async def _serve(profile: SimProfile, host: str, port: int, api_key: str | None,
+                 responder: Responder | None, allow_remote: bool) -> None:
+    simulator = await start_simulator(profile, host=host, port=port, api_key=api_key,
+                                      responder=responder, allow_remote=allow_remote)
+    try:
+        # The first stdout line is the URL: the child-process runner waits for it.
+        click.echo(f"loadgen mock-server: model {profile.model} at {simulator.url} "
+                   "(Ctrl-C to stop)")
+        await asyncio.Event().wait()
+    finally:
+        await simulator.stop()
+
+
+@click.command("mock-server")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")
+@click.option("--allow-remote", is_flag=True, help="Allow listening on a non-loopback address.")
+@click.option("--profile", "preset", default="default", show_default=True,
+              type=click.Choice(sorted(PROFILES)), help="Preset to start from.")
+@click.option("--model", default=None, help="Served model id (preset's by default).")
+@click.option("--ttft-ms", type=float, default=None, help="Time to first token.")
+@click.option("--itl-ms", type=float, default=None, help="Single-stream inter-token latency; 0 = fast mode.")
+@click.option("--jitter", type=float, default=None, help="Random spread of each delay, fraction < 1.")
+@click.option("--batch-slowdown", type=float, default=None,
+              help="ITL growth per extra running request (fraction).")
+@click.option("--max-num-seqs", type=int, default=None, help="Running slots; more requests queue.")
+@click.option("--prefill-ms-per-1k", type=float, default=None,
+              help="Extra TTFT per 1000 prompt tokens.")
+@click.option("--events-per-write", type=int, default=None, help="Most SSE events per socket write.")
+@click.option("--seed", type=int, default=None, help="Seed for jitter, faults and answer lengths.")
+@click.option("--fault-500", type=float, default=None, help="Fraction of requests answered 500.")
+@click.option("--fault-429", type=float, default=None, help="Fraction of requests answered 429.")
+@click.option("--fault-disconnect", type=float, default=None,
+              help="Fraction of streams whose connection is closed mid-stream.")
+@click.option("--fault-stall", type=float, default=None,
+              help="Fraction of streams that pause --stall-s mid-stream.")
+@click.option("--stall-s", type=float, default=None, help="Length of an injected stall.")
+@click.option("--api-key-env", default=None,
+              help="Require this environment variable's value as a Bearer key on /v1.")
+@click.option("--responder", default=None, help="MODULE:FUNCTION mapping prompt text to answer text.")
+@click.option("--profile-json", default=None, hidden=True)
+def mock_server_command(host, port, allow_remote, preset, model, ttft_ms, itl_ms, jitter,
+                        batch_slowdown, max_num_seqs, prefill_ms_per_1k, events_per_write, seed,
+                        fault_500, fault_429, fault_disconnect, fault_stall, stall_s,
+                        api_key_env, responder, profile_json):
+    """Serve a simulated vLLM OpenAI-compatible server (streaming, batching, faults)."""
+    profile = _profile(
+        preset, profile_json, model=model, ttft_s=_ms(ttft_ms), itl_s=_ms(itl_ms), jitter=jitter,
+        batch_slowdown=batch_slowdown, max_num_seqs=max_num_seqs,
+        prefill_s_per_1k_tokens=_ms(prefill_ms_per_1k), events_per_write=events_per_write,
+        seed=seed, fault_500=fault_500, fault_429=fault_429, fault_disconnect=fault_disconnect,
+        fault_stall=fault_stall, stall_s=stall_s)
+    key = _api_key(api_key_env)
+    answer = _load_responder(responder) if responder else None
+    try:
+        run_with_best_loop(_serve(profile, host, port, key, answer, allow_remote))
+    except KeyboardInterrupt:
+        click.echo("loadgen mock-server: stopped", err=True)

@@ -1,0 +1,42 @@
+"""Shared fixtures: the built-in simulator, served from a background thread.
+
+Sync tests get a URL and talk to it with their own ``asyncio.run(...)`` client code.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.simulator import SimProfile, SimulatorThread
+
+# Quick default for the whole session: 20 ms TTFT, 2 ms ITL.
+QUICK_PROFILE = SimProfile(ttft_s=0.02, itl_s=0.002)
+
+
+@pytest.fixture(scope="session")
+def sim_url():
+    """URL of one simulator shared by the session (profile ``QUICK_PROFILE``)."""
+    with SimulatorThread(QUICK_PROFILE) as url:
+        yield url
+
+
+@pytest.fixture
+def start_sim():
+    """Factory: ``start_sim(profile=..., api_key=None, responder=None) -> url``.
+
+    Every simulator it starts is stopped when the test ends. The started
+    :class:`SimulatorThread` objects are in ``start_sim.threads`` (for statistics).
+    """
+    threads: list[SimulatorThread] = []
+
+    def start(profile: SimProfile = QUICK_PROFILE, api_key: str | None = None,
+              responder=None) -> str:
+        thread = SimulatorThread(profile, api_key=api_key, responder=responder)
+        url = thread.start()
+        threads.append(thread)
+        return url
+
+    start.threads = threads
+    yield start
+    for thread in threads:
+        thread.stop()
