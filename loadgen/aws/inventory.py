@@ -1,0 +1,78 @@
+"""What exists: one endpoint's status, and every endpoint loadgen created (by tag)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..errors import AwsError
+from .resources import CREATED_BY_TAG, ENDPOINT_TAG, RUN_ID_TAG, describe_endpoint_or_none, resource_tags
+from .errors import aws_call
+from .session import AwsConfig
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat(timespec="seconds") if isinstance(value, datetime) else None
+
+
+def endpoint_status(name: str, *, region: str | None = None, endpoint_url: str | None = None) -> dict[str, Any]:
+    """A JSON-able summary of DescribeEndpoint (+ the instance type from its config)."""
+    aws = AwsConfig(region=region, endpoint_url=endpoint_url)
+    sagemaker = aws.sagemaker()
+    description = describe_endpoint_or_none(sagemaker, name)
+    if description is None:
+        raise AwsError(f"endpoint '{name}' not found in {aws.resolved_region()}; check the name and --region")
+    variants = description.get("ProductionVariants") or [{}]
+    created, modified = description.get("CreationTime"), description.get("LastModifiedTime")
+    tags = resource_tags(sagemaker, description["EndpointArn"])
+    return {
+        "name": name,
+        "status": description["EndpointStatus"],
+        "failure_reason": description.get("FailureReason"),
+        "endpoint_config": description.get("EndpointConfigName"),
+        "instance_count": variants[0].get("CurrentInstanceCount"),
+        "created": _iso(created),
+        "last_modified": _iso(modified),
+        "created_by_loadgen": tags.get(CREATED_BY_TAG[0]) == CREATED_BY_TAG[1],
+        "run_id": tags.get(RUN_ID_TAG),
+    }
+
+
+def _loadgen_items(sagemaker: Any, kind: str, list_key: str, name_key: str, arn_key: str) -> list[dict[str, Any]]:
+    """Items of ``kind`` (endpoint, endpoint_config, model) tagged as created by loadgen."""
+    with aws_call(f"list {kind}s"):
+        pages = sagemaker.get_paginator(f"list_{kind}s").paginate()
+        items = [item for page in pages for item in page.get(list_key, [])]
+    found = []
+    for item in items:
+        tags = resource_tags(sagemaker, item[arn_key])
+        if tags.get(CREATED_BY_TAG[0]) == CREATED_BY_TAG[1]:
+            found.append(
+                {
+                    "kind": kind,
+                    "name": item[name_key],
+                    "status": item.get("EndpointStatus"),
+                    "created": _iso(item.get("CreationTime")),
+                    "run_id": tags.get(RUN_ID_TAG),
+                    "endpoint": tags.get(ENDPOINT_TAG),
+                }
+            )
+    return found
+
+
+def list_deployments(
+    *, region: str | None = None, endpoint_url: str | None = None, include_orphans: bool = False
+) -> list[dict[str, Any]]:
+    """Endpoints loadgen created; with ``include_orphans`` also configs/models whose endpoint is gone."""
+    sagemaker = AwsConfig(region=region, endpoint_url=endpoint_url).sagemaker()
+    rows = _loadgen_items(sagemaker, "endpoint", "Endpoints", "EndpointName", "EndpointArn")
+    if include_orphans:
+        live = {row["name"] for row in rows}
+        for kind, list_key, name_key, arn_key in (
+            ("endpoint_config", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn"),
+            ("model", "Models", "ModelName", "ModelArn"),
+        ):
+            for row in _loadgen_items(sagemaker, kind, list_key, name_key, arn_key):
+                if row["endpoint"] not in live:
+                    rows.append({**row, "status": "orphan"})
+    return rows

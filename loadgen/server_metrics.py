@@ -1,0 +1,176 @@
+"""What a running vLLM server says about itself, read from its Prometheus ``/metrics``.
+
+- :func:`fetch_server_facts`: KV-cache capacity (and max concurrency on new
+  versions) for the results file's ``server`` key.
+- :class:`ServerMetricsSampler`: during a run, scrapes running/waiting requests
+  and KV-cache usage every ``interval_s`` seconds, alongside the load. Memory
+  stays bounded: when ``max_samples`` is reached, every other sample is dropped
+  and the sampling stride doubles (summaries still see every scrape).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from .errors import LoadgenError, TargetError
+from .facts import facts_from_metrics, is_vllm_metrics, load_gauges, parse_metrics
+
+SERIES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")
+
+
+def metrics_url(url: str) -> str:
+    """``http://h:p``, ``http://h:p/v1`` (an OpenAI base URL) or ``.../metrics`` -> the /metrics URL."""
+    parsed = URL(url)
+    if not parsed.is_absolute() or parsed.scheme not in ("http", "https"):
+        raise TargetError(f"--url {url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8000")
+    path = parsed.path.rstrip("/")
+    if path.endswith("/metrics"):
+        return str(parsed.with_path(path).with_query(None))
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return str(parsed.with_path(path + "/metrics").with_query(None))
+
+
+async def _get_metrics(session: aiohttp.ClientSession, url: str) -> dict[str, list]:
+    async with session.get(url) as response:
+        if response.status != 200:
+            raise TargetError(f"GET {url} returned HTTP {response.status}; is this a vLLM server with metrics enabled?")
+        text = await response.text()
+    metrics = parse_metrics(text)
+    if not is_vllm_metrics(metrics):
+        raise TargetError(f"{url} has no vllm:* metrics; is this a vLLM server?")
+    return metrics
+
+
+async def fetch_server_facts(url: str, *, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The facts dict (``loadgen.facts.FACT_KEYS``) a running server's /metrics holds.
+
+    Only the KV-cache facts are there; load times and weight memory are in the
+    startup log only (``loadgen facts --log``). Raises TargetError with one line.
+    """
+    target = metrics_url(url)
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            metrics = await _get_metrics(session, target)
+    except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+        raise TargetError(f"cannot read {target}: {type(err).__name__} {err}".strip()) from None
+    return facts_from_metrics(metrics).to_dict()
+
+
+class _Series:
+    """Running max/mean of one gauge over every scrape (not just the kept samples)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.max: float | None = None
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            return
+        self.count += 1
+        self.total += value
+        self.max = value if self.max is None else max(self.max, value)
+
+    def summary(self) -> dict[str, float | None]:
+        mean = self.total / self.count if self.count else None
+        return {"max": self.max, "mean": round(mean, 4) if mean is not None else None}
+
+
+class ServerMetricsSampler:
+    """Scrape a vLLM server's /metrics every ``interval_s`` until cancelled.
+
+    ``await sampler.run()`` in a task next to the load; cancel it when the level
+    ends, then ``sampler.snapshot()``. Scrape errors are counted, never raised.
+    """
+
+    def __init__(
+        self, url: str, interval_s: float = 1.0, *, max_samples: int = 1024, timeout_s: float | None = None
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self.url = metrics_url(url)
+        self.interval_s = interval_s
+        self.max_samples = max(2, max_samples)
+        self.timeout_s = timeout_s if timeout_s is not None else max(2.0, 2 * interval_s)
+        self.start_ns: int | None = None
+        self.scrapes = 0
+        self.errors: dict[str, int] = {}
+        self.last_error: str | None = None
+        self.kv_cache_metric: str | None = None
+        self._stride = 1  # keep every stride-th scrape as a sample
+        self._samples: dict[str, list] = {"t_s": [], **{name: [] for name in SERIES}}
+        self._series = {name: _Series() for name in SERIES}
+        self._preemptions_first: float | None = None
+        self._preemptions_last: float | None = None
+
+    async def run(self) -> None:
+        self.start_ns = time.perf_counter_ns()
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            tick = 0
+            while True:
+                await self._scrape(session)
+                # Keep a fixed schedule; a slow scrape skips ticks rather than drifting.
+                elapsed = (time.perf_counter_ns() - self.start_ns) / 1e9
+                tick = max(tick + 1, int(elapsed / self.interval_s) + 1)
+                await asyncio.sleep(max(0.0, tick * self.interval_s - elapsed))
+
+    async def _scrape(self, session: aiohttp.ClientSession) -> None:
+        assert self.start_ns is not None
+        t_s = (time.perf_counter_ns() - self.start_ns) / 1e9
+        try:
+            metrics = await _get_metrics(session, self.url)
+        except (aiohttp.ClientError, asyncio.TimeoutError, LoadgenError) as err:
+            name = type(err).__name__
+            self.errors[name] = self.errors.get(name, 0) + 1
+            self.last_error = " ".join(f"{name}: {err}".split())[:200]
+            return
+        self._record(round(t_s, 3), load_gauges(metrics))
+
+    def _record(self, t_s: float, gauges: dict[str, Any]) -> None:
+        if gauges["kv_cache_metric"]:
+            self.kv_cache_metric = gauges["kv_cache_metric"]
+        preemptions = gauges["num_preemptions"]
+        if preemptions is not None:
+            if self._preemptions_first is None:
+                self._preemptions_first = preemptions
+            self._preemptions_last = preemptions
+        for name in SERIES:
+            self._series[name].add(gauges[name])
+        if self.scrapes % self._stride == 0:
+            self._samples["t_s"].append(t_s)
+            for name in SERIES:
+                self._samples[name].append(gauges[name])
+            if len(self._samples["t_s"]) >= self.max_samples:
+                self._downsample()
+        self.scrapes += 1
+
+    def _downsample(self) -> None:
+        for values in self._samples.values():
+            del values[1::2]
+        self._stride *= 2
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able: the kept samples (columns), per-gauge max/mean over all scrapes, errors."""
+        preempted = None
+        if self._preemptions_first is not None and self._preemptions_last is not None:
+            preempted = self._preemptions_last - self._preemptions_first
+        return {
+            "url": self.url,
+            "interval_s": self.interval_s,
+            "start_ns": self.start_ns,
+            "scrapes": self.scrapes,
+            "sample_every": self._stride,
+            "errors": dict(self.errors),
+            "last_error": self.last_error,
+            "kv_cache_metric": self.kv_cache_metric,
+            "samples": {name: list(values) for name, values in self._samples.items()},
+            "summary": {name: series.summary() for name, series in self._series.items()},
+            "preemptions": preempted,
+        }
