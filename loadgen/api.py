@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from typing import AsyncIterator, Callable, Sequence
 
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
-from .errors import ConfigError
+from .errors import ConfigError, LoadgenError
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
 from .results import RunResult, now_iso
@@ -67,6 +68,38 @@ async def _resolve_target(target: str | Target | None, options: RequestOptions, 
         yield opened, False
 
 
+async def _server_facts(target: Target) -> dict | None:
+    """KV-cache facts from a vLLM HTTP server's /metrics; None when there are none to read."""
+    info = target.describe()
+    if info.get("kind") != "openai-http":
+        return None  # SageMaker keeps /metrics inside the container: facts come from deploys
+    from .server_metrics import fetch_server_facts
+
+    try:
+        facts = await fetch_server_facts(info["url"], timeout_s=5.0)
+    except LoadgenError:
+        return None  # not vLLM, or metrics disabled: nothing to sample either
+    return {"source": "metrics", **facts}
+
+
+async def _measure_level(target: Target, load: Load, sample_url: str | None,
+                         interval_s: float, **kwargs) -> LevelResult:
+    """One level, with the server's /metrics sampled alongside it when there is a URL."""
+    if sample_url is None:
+        return await run_level(target, load, **kwargs)
+    from .server_metrics import ServerMetricsSampler
+
+    sampler = ServerMetricsSampler(sample_url, interval_s)
+    task = asyncio.ensure_future(sampler.run())
+    try:
+        level = await run_level(target, load, **kwargs)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    level.server = sampler.snapshot()
+    return level
+
+
 async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], stop: StopRule,
                 options: RequestOptions = RequestOptions(),
                 prompts: PromptSource = PromptSource(),
@@ -74,11 +107,15 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
                 on_level: Callable[[LevelResult], None] | None = None,
+                server_metrics_interval_s: float | None = 1.0,
                 **sagemaker_options) -> RunResult:
     """Run each load level in turn against ``target`` (URL, Target, or None = simulator).
 
     Each level is measured separately. With ``out``, the results file is rewritten
     after every level, so an interrupted run keeps what it measured (``partial``).
+    Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
+    requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
+    each level (None: don't).
     """
     if not loads:
         raise ConfigError("give at least one load level (--concurrency or --rate)")
@@ -89,12 +126,16 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                            simulated=simulated)
         source = iter(prompts)
         ids = RequestIds()
+        facts = await _server_facts(opened) if server_metrics_interval_s else None
+        result.server = facts or {}
+        sample_url = opened.describe()["url"] if facts is not None else None
         for load in loads:
             if control.stopped:
                 break
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
-            level = await run_level(opened, load, stop, source, control=control,
-                                    keep_records=keep_records, on_progress=progress, ids=ids)
+            level = await _measure_level(opened, load, sample_url, server_metrics_interval_s or 1.0,
+                                         stop=stop, prompts=source, control=control,
+                                         keep_records=keep_records, on_progress=progress, ids=ids)
             result.levels.append(level)
             result.partial = control.stopped
             if on_level:

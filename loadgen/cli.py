@@ -118,6 +118,9 @@ def load_options(f: Callable) -> Callable:
         click.option("--idle-timeout", type=float, default=120.0, show_default=True,
                      help="Max seconds between two reads of a stream."),
         click.option("--connect-timeout", type=float, default=10.0, show_default=True),
+        click.option("--server-metrics-interval", type=float, default=1.0, show_default=True,
+                     metavar="S", help="vLLM HTTP targets: sample /metrics every S seconds "
+                     "during each level (0: off)."),
         click.option("--region", help="SageMaker: AWS region."),
         click.option("--endpoint-url", help="SageMaker: runtime endpoint URL override."),
         click.option("--inference-component", help="SageMaker: inference component name."),
@@ -189,7 +192,9 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     progress = _Progress(not kw["quiet"] and sys.stderr.isatty())
     result = await api_sweep(kw["target"], loads=loads, stop=stop, options=options,
                              prompts=prompts, out=out, control=control,
-                             on_progress=progress, on_level=progress.level_done, **sagemaker)
+                             on_progress=progress, on_level=progress.level_done,
+                             server_metrics_interval_s=kw["server_metrics_interval"] or None,
+                             **sagemaker)
     data = result.to_dict()
     if not kw["quiet"]:
         title = data["target"].get("url", "")

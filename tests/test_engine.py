@@ -179,3 +179,14 @@ def test_completions_api_and_continuous_usage(sim_url):
     lv = sweep(sim_url, [loadgen.ConstantConcurrency(2)], loadgen.StopRule(requests=4),
                options=options).to_dict()["levels"][0]
     assert lv["requests"]["completed"] == 4 and lv["output_tokens"] == 32
+
+
+def test_vllm_metrics_facts_and_per_level_samples_are_recorded(start_sim):
+    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.01))
+    result = sweep(url, [loadgen.ConstantConcurrency(3)], loadgen.StopRule(requests=6),
+                   prompts=loadgen.PromptSource(16, 60),
+                   server_metrics_interval_s=0.1).to_dict()
+    assert result["server"]["source"] == "metrics" and result["server"]["kv_cache_tokens"] > 0
+    sampled = result["levels"][0]["server_metrics"]
+    assert sampled["scrapes"] >= 3
+    assert sampled["summary"]["num_requests_running"]["max"] >= 1

@@ -339,7 +339,7 @@ def test_signer_refreshes_credentials_in_the_background():
 
 def test_server_speaks_the_real_protocol_to_boto3(server):
     """boto3's own client accepts the test server's frames, signatures and errors."""
-    client = boto3.client("sagemaker-runtime", endpoint_url=server.url)
+    client = boto3.session.Session().client("sagemaker-runtime", endpoint_url=server.url)
     response = client.invoke_endpoint_with_response_stream(
         EndpointName="openai", Body=json.dumps({"max_tokens": 5}), ContentType="application/json")
     assert response["ContentType"] == "text/event-stream"
@@ -352,7 +352,8 @@ def test_server_speaks_the_real_protocol_to_boto3(server):
     with pytest.raises(client.exceptions.ModelError) as info:
         client.invoke_endpoint(EndpointName="model-error", Body=b"{}")
     assert info.value.response["OriginalStatusCode"] == 400
-    bad = boto3.client("sagemaker-runtime", endpoint_url=server.url,
-                       aws_secret_access_key="nope", aws_access_key_id=ACCESS_KEY)
+    bad = boto3.session.Session().client("sagemaker-runtime", endpoint_url=server.url,
+                                          aws_secret_access_key="nope",
+                                          aws_access_key_id=ACCESS_KEY)
     with pytest.raises(botocore.exceptions.ClientError, match="InvalidSignatureException"):
         bad.invoke_endpoint(EndpointName="openai", Body=b"{}")
