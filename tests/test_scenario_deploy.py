@@ -1,0 +1,167 @@
+"""Phases with a ``deploy`` block: deploy -> measure -> teardown, also when the phase fails.
+
+Real parts: the SageMaker control plane is moto in server mode; the endpoint's vLLM
+startup log is written into moto's CloudWatch Logs; the runtime is the repository's
+SageMaker test server (real event-stream frames, SigV4 checked), whose endpoint name
+picks its behaviour: ``openai`` serves, ``missing`` answers 400 ValidationError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer, ServerConfig
+
+from loadgen.engine import RunControl
+from loadgen.scenario import RunOptions, load_scenario, run_scenario
+
+LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
+HF_SECRET = "hf_scenario_test_secret_71c2"
+
+
+@pytest.fixture(scope="module")
+def moto_url():
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_url, monkeypatch, tmp_path):
+    """Credentials the runtime test server accepts (moto takes any); no local AWS config."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("HF_TOKEN", HF_SECRET)
+    urllib.request.urlopen(urllib.request.Request(moto_url + "/moto-api/reset", method="POST"),
+                           timeout=10).close()
+    return moto_url
+
+
+def write_startup_log(moto_url: str, endpoint: str, log_file: str) -> None:
+    """What the container would have logged: moto never creates endpoint log groups."""
+    logs = boto3.client("logs", endpoint_url=moto_url, region_name=REGION)
+    group, stream = f"/aws/sagemaker/Endpoints/{endpoint}", "AllTraffic/i-0abc"
+    for create in (lambda: logs.create_log_group(logGroupName=group),
+                   lambda: logs.create_log_stream(logGroupName=group, logStreamName=stream)):
+        try:
+            create()
+        except ClientError as err:
+            assert err.response["Error"]["Code"] == "ResourceAlreadyExistsException"
+    lines = (LOGS / log_file).read_text(encoding="utf-8").splitlines()
+    now_ms = int(time.time() * 1000)
+    logs.put_log_events(logGroupName=group, logStreamName=stream,
+                        logEvents=[{"timestamp": now_ms + i, "message": line}
+                                   for i, line in enumerate(lines)])
+
+
+def scenario_file(tmp_path: Path, moto_url: str, runtime_url: str) -> Path:
+    path = tmp_path / "deploy.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: deploy-test
+        hardware: {{instance_type: ml.g4dn.xlarge, region: {REGION}, price_per_hour: 0.7364}}
+        measurements:
+          single_stream: {{requests: 2, output_tokens: 8, warmup: 0}}
+          fixed_length: {{enabled: false}}
+          sweep: {{concurrency: [1, 2], requests: 2, output_tokens: 8}}
+          fidelity: {{enabled: false}}
+        phases:
+          - label: bf16-a
+            checkpoint: bf16
+            model: google/gemma-4-E2B-it
+            deploy: &deploy
+              name: openai
+              image: 763104351884.dkr.ecr.{REGION}.amazonaws.com/vllm:0.10-gpu
+              role: arn:aws:iam::123456789012:role/SageMakerExecution
+              endpoint_url: {moto_url}
+              runtime_endpoint_url: {runtime_url}
+              payload_format: openai
+              env: {{SM_VLLM_MAX_MODEL_LEN: 4096}}
+          - label: qat
+            checkpoint: qat
+            model: google/gemma-4-E2B-it-qat-w4a16-ct
+            deploy: {{<<: *deploy, name: missing}}
+          - label: bf16-b
+            checkpoint: bf16
+            model: google/gemma-4-E2B-it
+            deploy: *deploy
+        """))
+    return path
+
+
+def test_each_phase_deploys_measures_and_tears_down_even_when_it_fails(aws, tmp_path):
+    write_startup_log(aws, "openai", "vllm-0.10.2.log")
+    write_startup_log(aws, "missing", "vllm-0.10.2.log")
+    out = tmp_path / "out"
+    messages: list[str] = []
+    with SageMakerTestServer(ServerConfig(seed=3)) as runtime:
+        scenario = load_scenario(scenario_file(tmp_path, aws, runtime.url), environ={})
+        result = asyncio.run(run_scenario(scenario, RunOptions(out), log=messages.append))
+
+    assert [(o.label, o.status) for o in result.outcomes] == [
+        ("bf16-a", "complete"), ("qat", "failed"), ("bf16-b", "complete")]
+    assert "missing" in result.outcomes[1].error
+
+    expected = json.loads((LOGS / "expected.json").read_text())["vllm-0.10.2.log"]
+    for label in ("bf16-a", "qat", "bf16-b"):
+        data = json.loads((out / f"phase-{label}.json").read_text())
+        server = data["server"]
+        assert server["kv_cache_tokens"] == expected["kv_cache_tokens"]  # from CloudWatch
+        assert server["weights_load_s"] == expected["weights_load_s"]
+        assert isinstance(server["time_to_in_service_s"], float)
+        assert data["deployment"]["status"] == "Deleted"
+        assert any(item.startswith("endpoint ") for item in data["teardown"]["deleted"])
+        record = json.loads((out / "deployments" / f"phase-{label}.deployment.json").read_text())
+        assert record["status"] == "Deleted"
+        assert record["spec"]["environment"]["HF_TOKEN"] == "***"
+    measured = json.loads((out / "phase-bf16-a.json").read_text())
+    assert measured["target"]["endpoint"] == "openai"
+    assert [lv["requests"]["completed"] for lv in measured["measurements"]["sweep"]] == [2, 2]
+
+    # Nothing is left billing, and the token never reached a file.
+    sagemaker = boto3.client("sagemaker", endpoint_url=aws, region_name=REGION)
+    assert sagemaker.list_endpoints()["Endpoints"] == []
+    assert sagemaker.list_models()["Models"] == []
+    assert sagemaker.list_endpoint_configs()["EndpointConfigs"] == []
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert HF_SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
+    assert any("deleting endpoint openai" in m for m in messages)
+
+
+def test_a_stopped_run_tears_down_the_live_endpoint_and_goes_no_further(aws, tmp_path):
+    write_startup_log(aws, "openai", "vllm-0.10.2.log")
+    control = RunControl()
+
+    def log(message: str) -> None:
+        if "InService after" in message:
+            control.stop()  # Ctrl-C while the endpoint is up (and billing)
+
+    with SageMakerTestServer(ServerConfig(seed=4)) as runtime:
+        scenario = load_scenario(scenario_file(tmp_path, aws, runtime.url), environ={})
+        result = asyncio.run(run_scenario(scenario, RunOptions(tmp_path / "out"),
+                                          control=control, log=log))
+    assert result.interrupted
+    assert [(o.label, o.status) for o in result.outcomes] == [("bf16-a", "interrupted")]
+    data = json.loads((tmp_path / "out" / "phase-bf16-a.json").read_text())
+    assert data["deployment"]["status"] == "Deleted" and data["phase"]["status"] == "interrupted"
+    sagemaker = boto3.client("sagemaker", endpoint_url=aws, region_name=REGION)
+    assert sagemaker.list_endpoints()["Endpoints"] == []
