@@ -7,7 +7,6 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 from __future__ import annotations
 
 import asyncio
-import functools
 import signal
 import sys
 import time
@@ -19,35 +18,11 @@ from . import __version__
 from .api import sweep as api_sweep
 from .config import RequestOptions, Timeouts
 from .engine import RunControl
-from .errors import ConfigError, LoadgenError
+from .cli_common import run_async
+from .errors import ConfigError
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, load_prompt_file
 from .results import format_table
-
-
-def run_async(coro_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run an async command body; map LoadgenError to one ``Error:`` line and exit 2."""
-
-    @functools.wraps(coro_fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return _event_loop_run(coro_fn(*args, **kwargs))
-        except LoadgenError as exc:
-            raise UserError(str(exc)) from None
-
-    return wrapper
-
-
-class UserError(click.ClickException):
-    exit_code = 2
-
-
-def _event_loop_run(coro: Any) -> Any:
-    try:
-        import uvloop  # optional extra: loadgen[fast]
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -241,25 +216,14 @@ async def sweep(concurrency: str | None, **kw: Any) -> None:
     await _run_command(loads, kw)
 
 
-def _register_optional_commands() -> None:
-    """Commands that live in their own modules."""
-    import importlib
+# Commands that live in their own modules.
+from .cli_endpoint import endpoint, facts  # noqa: E402
+from .cli_report import compare, report  # noqa: E402
+from .scenario.cli import scenario  # noqa: E402
+from .simulator import mock_server_command  # noqa: E402
 
-    for module, names in (("loadgen.simulator", ("mock_server_command",)),
-                          ("loadgen.cli_endpoint", ("endpoint", "facts")),
-                          ("loadgen.cli_report", ("report", "compare")),
-                          ("loadgen.scenario.cli", ("scenario",))):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
-        for name in names:
-            command = getattr(mod, name, None)
-            if isinstance(command, click.Command):
-                cli.add_command(command)
-
-
-_register_optional_commands()
+for _command in (mock_server_command, endpoint, facts, report, compare, scenario):
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ stderr (one rewritten line on a terminal), results to stdout. Every
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import re
@@ -33,30 +32,12 @@ from .aws import (
 from .aws.logs import endpoint_facts_now
 from .aws.record import DELETED
 from .aws.resources import Teardown
-from .errors import AwsError, ConfigError, LoadgenError
+from .cli_common import one_line_errors
+from .errors import AwsError, ConfigError
 from .facts import ServerFacts, format_facts_table, parse_startup_log
 from .server_metrics import fetch_server_facts
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class CommandError(click.ClickException):
-    """A LoadgenError shown as one ``Error: ...`` line with the error's exit code."""
-
-    def __init__(self, err: LoadgenError) -> None:
-        super().__init__(str(err))
-        self.exit_code = err.exit_code
-
-
-def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except LoadgenError as err:
-            raise CommandError(err) from None
-
-    return wrapper
 
 
 def aws_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -4,30 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
 
 import click
 
 from .compare import compare_runs, format_comparison
-from .errors import ConfigError, LoadgenError
+from .cli_common import one_line_errors
+from .errors import ConfigError
 from .report.files import REPORT_FORMATS, parse_formats, read_results, report_directory
-
-
-class _UserError(click.ClickException):
-    exit_code = 2
-
-
-def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """LoadgenError → one ``Error: ...`` line and exit code 2, no traceback."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except LoadgenError as exc:
-            raise _UserError(str(exc)) from None
-
-    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-    return wrapper
 
 
 @click.command("report")
@@ -41,7 +24,7 @@ def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--drift-tolerance", type=float, metavar="FRACTION",
               help="A-B-A drift tolerance, e.g. 0.05 for 5% (default: the earlier "
                    "summary.json's, else 0.05).")
-@_one_line_errors
+@one_line_errors
 def report(directory: Path, formats: str, price_per_hour: float | None,
            drift_tolerance: float | None) -> None:
     """Build reports from the phase results files in DIRECTORY."""
@@ -76,7 +59,7 @@ def _labels(option: str | None, results: list[dict], paths: list[Path]) -> tuple
 @click.option("--labels", metavar="A,B", help="Names for the two runs (default: their phase "
                                               "labels, else model or file names).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@_one_line_errors
+@one_line_errors
 def compare(file_a: Path, file_b: Path, labels: str | None, as_json: bool) -> None:
     """Compare run B (FILE_B) with run A (FILE_A): fidelity answers and B/A ratios."""
     results = [read_results(file_a), read_results(file_b)]

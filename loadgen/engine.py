@@ -44,11 +44,11 @@ class RunControl:
             for listener in list(self._listeners):
                 listener()
 
-    def _listen(self, fn: Callable[[], None]) -> None:
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` (from the event loop's thread) when :meth:`stop` is called.
+        Returns a function that removes the listener."""
         self._listeners.append(fn)
-
-    def _unlisten(self, fn: Callable[[], None]) -> None:
-        self._listeners.remove(fn)
+        return lambda: self._listeners.remove(fn)
 
 
 @dataclass
@@ -201,7 +201,7 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
     timer = None
     if level.duration_s is not None:
         timer = loop.call_later(level.duration_s, level.begin_stop)
-    level.control._listen(_cancel_now := (lambda: level.begin_stop(grace_s=0)))
+    forget = level.control.on_stop(lambda: level.begin_stop(grace_s=0))
     if level.control.stopped:
         level.begin_stop(grace_s=0)
     t0 = time.perf_counter_ns()
@@ -220,7 +220,7 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
     finally:
         if timer is not None:
             timer.cancel()
-        level.control._unlisten(_cancel_now)
+        forget()
     return t0
 
 

@@ -56,14 +56,18 @@ def new_histogram(metric: str) -> HdrHistogram:
     return HdrHistogram(low, high, digits)
 
 
-def summarize(hist: HdrHistogram, scale: float) -> dict:
-    """``{count, min, mean, p50, p90, p99, max}`` in reported units (None when empty)."""
+def summarize(hist: HdrHistogram, scale: float, total: int | None = None) -> dict:
+    """``{count, min, mean, p50, p90, p99, max}`` in reported units (None when empty).
+
+    ``total``: the exact sum of recorded values, when the caller kept it; the mean is then
+    exact and cheap (hdrh's own mean walks every bucket in Python).
+    """
     count = hist.get_total_count()
     if not count:
         return {"count": 0, "min": None, "mean": None, "p50": None, "p90": None, "p99": None,
                 "max": None}
-    out = {"count": count, "min": hist.get_min_value() * scale,
-           "mean": hist.get_mean_value() * scale}
+    mean = total / count if total is not None else hist.get_mean_value()
+    out = {"count": count, "min": hist.get_min_value() * scale, "mean": mean * scale}
     for p in PERCENTILES:
         out[f"p{p}"] = hist.get_value_at_percentile(p) * scale
     out["max"] = hist.get_max_value() * scale
@@ -87,6 +91,7 @@ class LevelMetrics:
 
     def __init__(self) -> None:
         self.hists = {m: new_histogram(m) for m in ALL_METRICS}
+        self.totals = dict.fromkeys(ALL_METRICS, 0)  # exact sums, for exact means
         self.counts = Counts()
         self.errors: Counter[str] = Counter()
         self._highest = {m: h.highest_trackable_value for m, h in self.hists.items()}
@@ -98,6 +103,7 @@ class LevelMetrics:
             self.counts.clamped += count
             value = self._highest[metric]
         self.hists[metric].record_value(value, count)
+        self.totals[metric] += value * count
 
     def add(self, rec: RequestRecord) -> None:
         """Fold one finished request into the level. The record can be dropped afterwards."""
@@ -145,7 +151,7 @@ class LevelMetrics:
             self._record("decode_tokens_per_s", (n - 1) * 10**12 // decode_ns)
 
     def summary(self) -> dict[str, dict]:
-        return {m: summarize(h, UNIT_SCALE[m]) for m, h in self.hists.items()}
+        return {m: summarize(h, UNIT_SCALE[m], self.totals[m]) for m, h in self.hists.items()}
 
     def encoded(self) -> dict[str, str]:
         """Each histogram in the standard compressed HdrHistogram encoding (base64)."""

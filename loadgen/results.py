@@ -49,8 +49,8 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     out["histogram_units"] = HISTOGRAM_UNITS
     out["client"] = level.client.to_dict()
     out["partial"] = level.partial
-    if level.server:
-        out["server_metrics"] = level.server
+    # The server's own gauges sampled during the level (vLLM /metrics); null when unreachable.
+    out["server_metrics"] = level.server or None
     return out
 
 

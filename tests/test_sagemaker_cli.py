@@ -51,6 +51,10 @@ def test_sweep_results_match_the_http_target(tmp_path, sim_url):
     sagemaker = json.loads((tmp_path / "sagemaker.json").read_text())
     http = json.loads((tmp_path / "http.json").read_text())
 
+    # Server-side /metrics samples exist only where the server exposes them (not SageMaker).
+    for level in sagemaker["levels"] + http["levels"]:
+        assert "server_metrics" in level
+        level.pop("server_metrics")
     assert shape(sagemaker["levels"]) == shape(http["levels"])
     assert set(http) <= set(sagemaker)
     assert [level["load"]["concurrency"] for level in sagemaker["levels"]] == [1, 4]

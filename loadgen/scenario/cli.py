@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from ..cli import UserError, run_async
+from ..cli_common import UserError, run_async
 from ..engine import RunControl
 from ..errors import ConfigError
 from .loader import Checked, check_file

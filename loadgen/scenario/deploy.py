@@ -57,12 +57,6 @@ def aws_spec(scenario: Scenario, phase: Phase, spec: DeploySpec, environ=os.envi
         inference_ami_version=spec.inference_ami_version)
 
 
-async def _cancel_on_stop(control: RunControl, cancel: threading.Event) -> None:
-    while not control.stopped:
-        await asyncio.sleep(0.2)
-    cancel.set()
-
-
 def _status_printer(log: Log, what: str) -> Callable[[str, float], None]:
     last: list[str] = []
 
@@ -92,7 +86,10 @@ async def deployed(scenario: Scenario, phase: Phase, out_dir: Path, doc: PhaseDo
     assert spec is not None
     path = record_path(out_dir, phase.label)
     cancel = threading.Event()
-    watcher = asyncio.ensure_future(_cancel_on_stop(control, cancel))
+    # A stop of the run (Ctrl-C) cancels the deploy running in its worker thread.
+    forget = control.on_stop(cancel.set)
+    if control.stopped:
+        cancel.set()
     dep = None
     try:
         try:
@@ -113,12 +110,12 @@ async def deployed(scenario: Scenario, phase: Phase, out_dir: Path, doc: PhaseDo
                        sagemaker={"region": dep.region, "endpoint_url": spec.runtime_endpoint_url,
                                   "payload_format": spec.payload_format})
     except BaseException:
-        watcher.cancel()
+        forget()
         # The phase failed or was stopped: tear down, but let its own error be the one raised.
         await _teardown(dep, path, doc, log, raise_errors=False)
         raise
     else:
-        watcher.cancel()
+        forget()
         await _teardown(dep, path, doc, log, raise_errors=True)
 
 

@@ -1,0 +1,55 @@
+"""What every ``loadgen`` command shares: one-line errors and running async bodies.
+
+A :class:`~loadgen.errors.LoadgenError` becomes one ``Error: ...`` line on stderr
+and the error's exit code (2 unless it says otherwise); no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, Callable
+
+import click
+
+from .errors import LoadgenError
+
+
+class UserError(click.ClickException):
+    exit_code = 2
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a (sync) command body: LoadgenError -> ``UserError``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LoadgenError as exc:
+            raise UserError(str(exc), exc.exit_code) from None
+
+    return wrapper
+
+
+def event_loop_run(coro: Any) -> Any:
+    """``asyncio.run``, on uvloop when the optional ``fast`` extra is installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def run_async(coro_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate an async command body: run it on the event loop, errors as one line."""
+
+    @functools.wraps(coro_fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return event_loop_run(coro_fn(*args, **kwargs))
+
+    return one_line_errors(wrapper)
