@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
-import urllib.request
 from pathlib import Path
 
 import boto3
 import pytest
+from aws_env import isolate_aws, start_moto, reset_moto
 from click.testing import CliRunner
 from moto.sagemaker.models import SageMakerModelBackend
-from moto.server import ThreadedMotoServer
 
 from loadgen import cli_endpoint
 from loadgen.cli_endpoint import endpoint, facts, parse_env, parse_tags
@@ -28,26 +26,16 @@ HF_SECRET = "hf_not_a_real_token_77d1e0"
 
 @pytest.fixture(scope="module")
 def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    server, url = start_moto()
+    yield url
     server.stop()
 
 
 @pytest.fixture
 def moto(moto_url, monkeypatch, tmp_path):
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL", "HF_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    isolate_aws(monkeypatch, tmp_path, region=REGION)
     monkeypatch.chdir(tmp_path)
-    urllib.request.urlopen(urllib.request.Request(moto_url + "/moto-api/reset", method="POST"), timeout=10).close()
+    reset_moto(moto_url)
     return moto_url
 
 

@@ -8,18 +8,16 @@ Creating -> Failed path, script the statuses moto's DescribeEndpoint reports.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
 import boto3
 import pytest
+from aws_env import isolate_aws, start_moto, reset_moto
 from botocore.exceptions import ClientError
 from moto.sagemaker.models import SageMakerModelBackend, sagemaker_backends
-from moto.server import ThreadedMotoServer
 
 from loadgen.aws import (
     AwsConfig,
@@ -53,26 +51,16 @@ HF_SECRET = "hf_not_a_real_token_5f3a9c"
 
 @pytest.fixture(scope="module")
 def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    server, url = start_moto()
+    yield url
     server.stop()
 
 
 @pytest.fixture
 def moto(moto_url, monkeypatch, tmp_path):
     """A clean moto account, fake credentials, and no local AWS config leaking in."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL", "HF_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    urllib.request.urlopen(urllib.request.Request(moto_url + "/moto-api/reset", method="POST"), timeout=10).close()
+    isolate_aws(monkeypatch, tmp_path, region=REGION)
+    reset_moto(moto_url)
     return moto_url
 
 

@@ -12,6 +12,7 @@ import boto3
 import botocore.exceptions
 import botocore.session
 import pytest
+from aws_env import isolate_aws
 from botocore.credentials import ReadOnlyCredentials, RefreshableCredentials
 from sagemaker_server import (
     ACCESS_KEY,
@@ -38,16 +39,7 @@ TOKENS = 10
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch, tmp_path):
     """Test credentials in env vars; nothing from this machine's AWS config or metadata service."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ROLE_ARN",
-                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    isolate_aws(monkeypatch, tmp_path, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION)
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 
 import boto3
 import pytest
+from aws_env import isolate_aws, start_moto, reset_moto
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
 from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer, ServerConfig
 
 from loadgen.engine import RunControl
@@ -31,28 +29,17 @@ HF_SECRET = "hf_scenario_test_secret_71c2"
 
 @pytest.fixture(scope="module")
 def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    server, url = start_moto()
+    yield url
     server.stop()
 
 
 @pytest.fixture
 def aws(moto_url, monkeypatch, tmp_path):
     """Credentials the runtime test server accepts (moto takes any); no local AWS config."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    isolate_aws(monkeypatch, tmp_path, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION)
     monkeypatch.setenv("HF_TOKEN", HF_SECRET)
-    urllib.request.urlopen(urllib.request.Request(moto_url + "/moto-api/reset", method="POST"),
-                           timeout=10).close()
+    reset_moto(moto_url)
     return moto_url
 
 

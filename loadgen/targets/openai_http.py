@@ -23,6 +23,7 @@ from ..config import APIS, RequestOptions, openai_body
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from ..streams import OpenAIStreamParser, parse_openai_body
+from .session import client_session
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -71,16 +72,10 @@ class OpenAIHTTPTarget:
                 "model": self.model, "stream": self.options.stream}
 
     async def open(self) -> None:
-        t = self.options.timeouts
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.pool_size, limit_per_host=self.pool_size,
-                                           keepalive_timeout=60),
-            timeout=aiohttp.ClientTimeout(total=t.total_s, sock_connect=t.connect_s,
-                                          sock_read=t.idle_s),
-            headers=headers, auto_decompress=False)
+        self._session = client_session(self.options.timeouts, self.pool_size, headers)
         try:
             await self._preflight()
         except BaseException:

@@ -35,6 +35,7 @@ from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .sagemaker_aws import AwsSetup, RequestSigner, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
+from .session import client_session
 from .sagemaker_formats import (
     AutoStreamParser,
     check_payload_format,
@@ -113,12 +114,7 @@ class SageMakerTarget:
         self._signer = RequestSigner(aws.credentials, aws.frozen, aws.region)
         operation = "invocations-response-stream" if self.options.stream else "invocations"
         self._url = f"{aws.endpoint_url}/endpoints/{self.endpoint_name}/{operation}"
-        timeouts = self.options.timeouts
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.pool_size, limit_per_host=self.pool_size),
-            timeout=aiohttp.ClientTimeout(total=timeouts.total_s, sock_connect=timeouts.connect_s,
-                                          sock_read=timeouts.idle_s),
-        )
+        self._session = client_session(self.options.timeouts, self.pool_size)
         try:
             await self._preflight()
         except BaseException:
