@@ -1,7 +1,7 @@
 """Client benchmark: one command, prints a JSON document and a summary.
 
-    python benchmarks/run.py            # full run (~2 minutes on 2 cores)
-    python benchmarks/run.py --quick    # smoke run (~20 s)
+    python benchmarks/run.py            # full run (~40 s on 2 cores)
+    python benchmarks/run.py --quick    # smoke run (~15 s)
 
 Measures loadgen's HTTP client against the built-in simulator running in a child
 process (so their CPU is accounted separately):
@@ -59,12 +59,12 @@ async def _sweep(url: str, concurrency: int, requests: int, output_tokens: int,
 
 
 def _run(coro):
-    """The same event loop the CLI uses: uvloop when installed."""
-    try:
-        import uvloop
-    except ImportError:
+    """The same event loop the CLI uses: uvloop when installed (BENCH_LOOP=asyncio: never)."""
+    if os.environ.get("BENCH_LOOP") == "asyncio":
         return asyncio.run(coro)
-    return uvloop.run(coro)
+    from loadgen.cli_common import event_loop_run
+
+    return event_loop_run(coro)
 
 
 def batched(concurrency: int, requests: int, output_tokens: int) -> dict:
@@ -107,6 +107,7 @@ def paced(concurrency: int, requests: int, output_tokens: int) -> dict:
         end_err.append((rec.content_ns[-1] - entry["last_write_ns"]) / 1e6)
     summary = result.to_dict()["levels"][0]
     return {"mode": "paced", "concurrency": concurrency, "requests": requests,
+            "peak_rss_mb": round(_rss_mb(), 1),
             "matched": len(ttft_err),
             "ttft_error_ms": {"p50": round(statistics.median(ttft_err), 3),
                               "p99": round(_pct(ttft_err, 99), 3), "max": round(max(ttft_err), 3)},
@@ -125,16 +126,34 @@ def machine() -> dict:
         loop = "uvloop"
     except ImportError:
         loop = "asyncio"
+    loop = os.environ.get("BENCH_LOOP", loop)
     return {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
             "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "event_loop": loop}
+
+
+def run_isolated(mode: str, concurrency: int, requests: int, output_tokens: int) -> dict:
+    """One measurement in a fresh process, so peak RSS belongs to that measurement alone."""
+    out = subprocess.run([sys.executable, __file__, "--one", mode, str(concurrency), str(requests),
+                          str(output_tokens)], capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        return {"mode": mode, "concurrency": concurrency, "error": out.stderr[-500:]}
+    return json.loads(lines[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts, smoke only")
     parser.add_argument("--skip-sagemaker", action="store_true")
+    parser.add_argument("--one", nargs=4, metavar=("MODE", "C", "N", "TOKENS"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        mode, concurrency, requests, tokens = args.one
+        run = batched if mode == "batched" else paced
+        print(json.dumps(run(int(concurrency), int(requests), int(tokens))))
+        return
     scale = 0.2 if args.quick else 1.0
     results = {"machine": machine(), "runs": []}
 
@@ -143,18 +162,18 @@ def main() -> None:
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     for concurrency in (1, 16, 64):
-        note(batched(concurrency, max(concurrency, int(64 * scale)), 4096))
-    note(batched(16, int(128 * scale), 4096))  # twice as long: RSS must not grow
+        note(run_isolated("batched", concurrency, max(concurrency, int(64 * scale)), 4096))
+    # Four times as many requests: peak RSS must stay the same.
+    note(run_isolated("batched", 16, int(256 * scale), 4096))
     for concurrency in (1, 64, 256):
-        note(paced(concurrency, max(concurrency, int(2 * concurrency * scale)), 100))
+        note(run_isolated("paced", concurrency, max(concurrency, int(2 * concurrency * scale)), 100))
     if not args.skip_sagemaker:
         script = os.path.join(os.path.dirname(__file__), "sagemaker_decode.py")
-        if os.path.exists(script):
-            out = subprocess.run([sys.executable, script] + (["--quick"] if args.quick else []),
-                                 capture_output=True, text=True, timeout=600)
-            lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-            note({"mode": "sagemaker", **(json.loads(lines[-1]) if lines else
-                                          {"error": out.stderr[-300:]})})
+        out = subprocess.run([sys.executable, script] + (["--quick"] if args.quick else []),
+                             capture_output=True, text=True, timeout=600)
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+        note({"mode": "sagemaker", **(json.loads(lines[-1]) if lines else
+                                      {"error": out.stderr[-300:]})})
     print(json.dumps(results, indent=2))
 
 
