@@ -177,6 +177,8 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
             title = f"built-in simulator (SIMULATED) {title}"
         click.echo(f"{title}  model={data['target'].get('model')}")
         click.echo(format_table(data["levels"]))
+        if data["target"].get("stream") is False:
+            click.echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
     note = " (partial: stopped early)" if result.partial else ""
     click.echo(f"results: {out}{note}", err=True)
     if result.partial:

@@ -17,5 +17,14 @@ if ! command -v "$loadgen" >/dev/null 2>&1; then
   exit 2
 fi
 
+# An --out among the arguments wins over OUT_DIR.
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+    --out) out_dir="${args[i+1]:-$out_dir}" ;;
+    --out=*) out_dir="${args[i]#--out=}" ;;
+  esac
+done
+
 "$loadgen" scenario run "$here/scenarios/demo-simulated.yaml" --simulate --out "$out_dir" "$@"
 echo "open $out_dir/report.html (or read $out_dir/report.md)"

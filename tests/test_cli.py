@@ -145,3 +145,11 @@ def test_ctrl_c_writes_partial_results(start_sim, tmp_path):
     assert data["partial"] is True and len(data["levels"]) == 1
     level = data["levels"][0]
     assert level["partial"] is True and level["requests"]["incomplete"] == 2
+
+
+def test_no_stream_says_ttft_is_the_full_latency(sim_url, tmp_path):
+    result = invoke("run", "--target", sim_url, "--no-stream", "--requests", "2",
+                    "--output-tokens", "4", "--out", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    assert "non-streaming: TTFT is the full latency" in result.output
+    assert json.loads((tmp_path / "r.json").read_text())["target"]["stream"] is False

@@ -165,3 +165,16 @@ def test_a_phase_that_measured_nothing_still_renders(tmp_path):
     assert "- qat, concurrency 4: event loop lagged 80 ms" in markdown
     assert "PARTIAL" in markdown
     assert (tmp_path / "report.html").stat().st_size > 0
+
+
+def test_non_streaming_phases_are_called_out(tmp_path):
+    """A phase measured without streaming says that its TTFT is the whole latency."""
+    from loadgen.report import write_reports
+    from report_fixtures import l4_study
+
+    results = l4_study()[:2]
+    results[1]["target"]["stream"] = False
+    out = write_reports(tmp_path, results, formats=("md",), price_per_hour=1.1267)
+    text = (tmp_path / "report.md").read_text()
+    assert "NON-STREAMING: qat" in text and "NON-STREAMING: bf16" not in text and "TTFT equals the end-to-end latency" in text
+    assert out.summary["phases"][1]["target"]["stream"] is False

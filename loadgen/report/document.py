@@ -120,6 +120,12 @@ def _overview(summary: dict) -> Section:
         note = summary["run"].get("simulation_note")  # e.g. a time scale the runner applied
         if note:
             section.blocks.append(Paragraph(str(note), warning=True))
+    non_streaming = [p["name"] for p in summary["phases"] if p["target"].get("stream") is False]
+    if non_streaming:
+        section.blocks.append(Paragraph(
+            f"NON-STREAMING: {', '.join(non_streaming)} used whole responses (no token stream): "
+            "their TTFT equals the end-to-end latency, and ITL/TPOT/decode rates are not "
+            "measured per token.", warning=True))
     if summary["run"].get("partial"):
         section.blocks.append(Paragraph("PARTIAL: at least one phase was interrupted; its "
                                         "numbers cover only what was measured.", warning=True))
