@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from aws_env import start_moto
 from loadgen.simulator import SimProfile, SimulatorThread
 
 # Quick default for the whole session: 20 ms TTFT, 2 ms ITL.
@@ -40,3 +41,36 @@ def start_sim():
     yield start
     for thread in threads:
         thread.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_url():
+    """moto in server mode on 127.0.0.1, shared by the session (tests reset it themselves)."""
+    server, url = start_moto()
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def script_status(monkeypatch):
+    """``script_status("Creating", "Failed", failure_reason=...)``: what moto's DescribeEndpoint
+    reports next (moto itself is InService at once). Each describe of an existing endpoint
+    takes the next status; when the script runs out the endpoint keeps its last one."""
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    def install(*statuses: str, failure_reason: str | None = None) -> list[str]:
+        script = list(statuses)
+        original = SageMakerModelBackend.describe_endpoint
+
+        def describe(self, endpoint_name):
+            endpoint = self.endpoints.get(endpoint_name)
+            if endpoint is not None and script:
+                endpoint.endpoint_status = script.pop(0)
+                if endpoint.endpoint_status == "Failed":
+                    endpoint.failure_reason = failure_reason
+            return original(self, endpoint_name)
+
+        monkeypatch.setattr(SageMakerModelBackend, "describe_endpoint", describe)
+        return script
+
+    return install

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, start_moto, reset_moto
+from aws_env import isolate_aws, reset_moto
 from click.testing import CliRunner
-from moto.sagemaker.models import SageMakerModelBackend
 
 from loadgen import cli_endpoint
 from loadgen.cli_endpoint import endpoint, facts, parse_env, parse_tags
@@ -24,13 +23,6 @@ IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11-gpu-py312"
 HF_SECRET = "hf_not_a_real_token_77d1e0"
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    server, url = start_moto()
-    yield url
-    server.stop()
-
-
 @pytest.fixture
 def moto(moto_url, monkeypatch, tmp_path):
     isolate_aws(monkeypatch, tmp_path, region=REGION)
@@ -42,27 +34,6 @@ def moto(moto_url, monkeypatch, tmp_path):
 @pytest.fixture
 def sm(moto):
     return boto3.session.Session().client("sagemaker", endpoint_url=moto, region_name=REGION)
-
-
-@pytest.fixture
-def script_status(monkeypatch):
-    """What moto's DescribeEndpoint reports next (moto itself is InService at once)."""
-
-    def install(*statuses: str, failure_reason: str | None = None) -> None:
-        script = list(statuses)
-        original = SageMakerModelBackend.describe_endpoint
-
-        def describe(self, endpoint_name):
-            found = self.endpoints.get(endpoint_name)
-            if found is not None and script:
-                found.endpoint_status = script.pop(0)
-                if found.endpoint_status == "Failed":
-                    found.failure_reason = failure_reason
-            return original(self, endpoint_name)
-
-        monkeypatch.setattr(SageMakerModelBackend, "describe_endpoint", describe)
-
-    return install
 
 
 def run(moto_url: str, *args: str, input: str | None = None, command=endpoint):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, start_moto, reset_moto
+from aws_env import isolate_aws, reset_moto
 from botocore.exceptions import ClientError
-from moto.sagemaker.models import SageMakerModelBackend, sagemaker_backends
+from moto.sagemaker.models import sagemaker_backends
 
 from loadgen.aws import (
     AwsConfig,
@@ -49,13 +49,6 @@ HF_SECRET = "hf_not_a_real_token_5f3a9c"
 # fixtures
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    server, url = start_moto()
-    yield url
-    server.stop()
-
-
 @pytest.fixture
 def moto(moto_url, monkeypatch, tmp_path):
     """A clean moto account, fake credentials, and no local AWS config leaking in."""
@@ -67,32 +60,6 @@ def moto(moto_url, monkeypatch, tmp_path):
 @pytest.fixture
 def sm(moto):
     return boto3.session.Session().client("sagemaker", endpoint_url=moto, region_name=REGION)
-
-
-@pytest.fixture
-def script_status(monkeypatch):
-    """``script_status("Creating", "Failed", failure_reason=...)``: what DescribeEndpoint reports next.
-
-    Each describe of an existing endpoint takes the next status; when the script
-    runs out the endpoint keeps its last one.
-    """
-
-    def install(*statuses: str, failure_reason: str | None = None) -> list[str]:
-        script = list(statuses)
-        original = SageMakerModelBackend.describe_endpoint
-
-        def describe(self, endpoint_name):
-            endpoint = self.endpoints.get(endpoint_name)
-            if endpoint is not None and script:
-                endpoint.endpoint_status = script.pop(0)
-                if endpoint.endpoint_status == "Failed":
-                    endpoint.failure_reason = failure_reason
-            return original(self, endpoint_name)
-
-        monkeypatch.setattr(SageMakerModelBackend, "describe_endpoint", describe)
-        return script
-
-    return install
 
 
 def write_endpoint_log(url: str, endpoint: str, lines: list[str], *, minutes_ago: float = 0.0) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, start_moto, reset_moto
+from aws_env import isolate_aws, reset_moto
 from botocore.exceptions import ClientError
 from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer, ServerConfig
 
@@ -25,13 +25,6 @@ from loadgen.scenario import RunOptions, load_scenario, run_scenario
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 HF_SECRET = "hf_scenario_test_secret_71c2"
-
-
-@pytest.fixture(scope="module")
-def moto_url():
-    server, url = start_moto()
-    yield url
-    server.stop()
 
 
 @pytest.fixture
