@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import orjson
 
 from . import __version__
+from .atomic import write_atomic
 from .engine import LevelResult
 from .metrics import ALL_METRICS
 
@@ -83,13 +83,8 @@ def now_iso() -> str:
 
 def write_json(path: str | os.PathLike, data: Any) -> Path:
     """Atomic write (temp file + rename): a crash never leaves half a results file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 |
+                                           orjson.OPT_SERIALIZE_NUMPY))
 
 
 def _fmt(value: Any, digits: int = 1) -> str:

@@ -9,13 +9,12 @@ secrets: environment values whose names look secret are replaced by ``***``.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..atomic import write_atomic
 from ..errors import ConfigError
 
 RECORD_FORMAT = "loadgen-sagemaker-deployment/1"
@@ -89,16 +88,7 @@ def save_record(deployment: Deployment) -> None:
     """Atomic write (temp file + rename): a reader never sees half a record."""
     path = deployment.record_path
     assert path is not None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(deployment.to_json(), indent=2, sort_keys=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(deployment.to_json(), indent=2, sort_keys=False) + "\n")
 
 
 _FIELDS = set(Deployment.__dataclass_fields__) - {"record_path"}

@@ -9,12 +9,12 @@ other JSON such as deployment records, which are ignored.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..compare import DEFAULT_DRIFT_TOLERANCE
+from ..atomic import write_atomic
 from ..errors import ConfigError
 from .csv_export import fidelity_csv, levels_csv
 from .html import render_html
@@ -87,14 +87,6 @@ def load_results_dir(directory: Path) -> tuple[list[dict], list[str], dict | Non
     return results, names, previous
 
 
-def _write_atomic(path: Path, text: str) -> Path:
-    """Write via a temporary file so a reader never sees half a report."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def write_reports(directory: Path, phase_results: Sequence[dict], *,
                   formats: Sequence[str] = REPORT_FORMATS,
                   price_per_hour: float | None = None, run_info: dict | None = None,
@@ -110,19 +102,19 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
     written: dict[str, list[Path]] = {}
     if "json" in formats:
         text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-        written["json"] = [_write_atomic(directory / SUMMARY_FILE, text)]
+        written["json"] = [write_atomic(directory / SUMMARY_FILE, text)]
     if "md" in formats:
-        written["md"] = [_write_atomic(directory / "report.md", render_markdown(summary))]
+        written["md"] = [write_atomic(directory / "report.md", render_markdown(summary))]
     if "html" in formats:
         from .plots import render_plots  # matplotlib is slow to import: only when drawing
 
         page = render_html(summary, render_plots(summary, named))
-        written["html"] = [_write_atomic(directory / "report.html", page)]
+        written["html"] = [write_atomic(directory / "report.html", page)]
     if "csv" in formats:
-        written["csv"] = [_write_atomic(directory / "report.csv", levels_csv(summary))]
+        written["csv"] = [write_atomic(directory / "report.csv", levels_csv(summary))]
         answers = fidelity_csv(summary, named)
         if answers is not None:
-            written["csv"].append(_write_atomic(directory / "fidelity.csv", answers))
+            written["csv"].append(write_atomic(directory / "fidelity.csv", answers))
     return ReportOutput(summary, written)
 
 
