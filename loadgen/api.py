@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from typing import AsyncIterator, Callable, Sequence
@@ -90,12 +89,7 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
     from .server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, interval_s)
-    task = asyncio.ensure_future(sampler.run())
-    try:
-        level = await run_level(target, load, **kwargs)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    level = await run_level(target, load, watchers=(sampler,), **kwargs)
     level.server = sampler.snapshot()
     return level
 

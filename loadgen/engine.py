@@ -13,7 +13,7 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from asyncio_throttle import Throttler
 
@@ -29,6 +29,12 @@ else:
     from asyncio import TaskGroup
 
 ProgressFn = Callable[[dict], None]
+
+
+class Watcher(Protocol):
+    """Something that observes a level while it runs: ``run()`` until cancelled."""
+
+    async def run(self) -> None: ...
 
 
 class RunControl:
@@ -74,7 +80,7 @@ class _Level:
 
     def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt],
                  control: RunControl, measured: bool, keep_records: bool,
-                 ids: "RequestIds") -> None:
+                 ids: RequestIds) -> None:
         self.target = target
         self.ids = ids
         self.load = load
@@ -82,8 +88,6 @@ class _Level:
         self.control = control
         self.limit = (stop.requests if measured else stop.warmup) or None
         self.duration_s = stop.duration_s if measured else None
-        self.graceful_s = stop.graceful_stop_s
-        self.measured = measured
         self.metrics = LevelMetrics()
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.issued = 0
@@ -91,7 +95,7 @@ class _Level:
         self.stopping = False
         self.last_end_ns = 0
         self._stop_event = asyncio.Event()
-        self._grace_s = self.graceful_s
+        self._grace_s = stop.graceful_stop_s
 
     # -- stopping -------------------------------------------------------------------------
     def begin_stop(self, grace_s: float | None = None) -> None:
@@ -103,7 +107,7 @@ class _Level:
     def _may_start(self) -> bool:
         return not self.stopping and (self.limit is None or self.issued < self.limit)
 
-    async def _stopper(self, tasks: set[asyncio.Task]) -> None:
+    async def cancel_after_grace(self, tasks: set[asyncio.Task]) -> None:
         """After a stop, give in-flight requests the grace period, then cancel them."""
         await self._stop_event.wait()
         pending = [t for t in tasks if not t.done()]
@@ -172,8 +176,7 @@ class _Level:
                     if self.stopping:
                         break
                 if load.max_in_flight is not None and self.in_flight >= load.max_in_flight:
-                    if self.measured:
-                        self.metrics.add_dropped()
+                    self.metrics.add_dropped()
                     self.issued += 1
                     continue
                 prompt = next(self.prompts)
@@ -195,8 +198,12 @@ async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> N
         on_progress(snap)
 
 
-async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
-    """Run one phase (warm-up or measured); return its start time in ns."""
+async def _run_phase(level: _Level, on_progress: ProgressFn | None,
+                     watchers: Sequence[Watcher] = ()) -> int:
+    """Run one phase (warm-up or measured); return its start time in ns.
+
+    ``watchers`` run alongside the load (``await w.run()`` until cancelled at the end).
+    """
     loop = asyncio.get_running_loop()
     timer = None
     if level.duration_s is not None:
@@ -207,12 +214,14 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
     t0 = time.perf_counter_ns()
     try:
         async with TaskGroup() as tg:
-            helpers = [tg.create_task(_progress_ticker(level, on_progress, t0))] if on_progress else []
+            helpers = [tg.create_task(w.run()) for w in watchers]
+            if on_progress:
+                helpers.append(tg.create_task(_progress_ticker(level, on_progress, t0)))
             if isinstance(level.load, ConstantConcurrency):
                 tasks = await level.closed_loop(level.load, tg)
             else:
                 tasks = await level.open_loop(level.load, t0, tg)
-            helpers.append(tg.create_task(level._stopper(tasks)))
+            helpers.append(tg.create_task(level.cancel_after_grace(tasks)))
             if tasks:
                 await asyncio.wait(tasks)
             for helper in helpers:
@@ -227,8 +236,13 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None) -> int:
 async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt], *,
                     control: RunControl | None = None, keep_records: bool = False,
                     on_progress: ProgressFn | None = None,
-                    ids: RequestIds | None = None) -> LevelResult:
-    """Warm up (if asked), then measure one level. Never raises for request failures."""
+                    ids: RequestIds | None = None,
+                    watchers: Sequence[Watcher] = ()) -> LevelResult:
+    """Warm up (if asked), then measure one level. Never raises for request failures.
+
+    ``watchers`` (e.g. a server-metrics sampler) run alongside the measured phase, next to
+    the client self-check.
+    """
     control = control or RunControl()
     ids = ids or RequestIds()
     if stop.warmup and not control.stopped:
@@ -236,11 +250,7 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
         await _run_phase(warm, None)
     level = _Level(target, load, stop, prompts, control, True, keep_records, ids)
     monitor = ClientMonitor()
-    monitor_task = asyncio.ensure_future(monitor.run())
-    try:
-        t0 = await _run_phase(level, on_progress)
-    finally:
-        monitor_task.cancel()
+    t0 = await _run_phase(level, on_progress, (monitor, *watchers))
     end = max(level.last_end_ns, t0)
     return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
                        client=monitor.report(), partial=control.stopped,

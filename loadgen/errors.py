@@ -11,6 +11,11 @@ Request-level failures during a run are *not* exceptions: they are data on the
 from __future__ import annotations
 
 
+def one_line(value: object, limit: int = 300) -> str:
+    """``value`` as one line of at most ``limit`` characters (white space folded)."""
+    return " ".join(str(value).split())[:limit]
+
+
 class LoadgenError(Exception):
     """A problem the user can fix; ``str(err)`` is a single line saying how."""
 

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from .errors import LoadgenError, TargetError
+from .errors import LoadgenError, TargetError, one_line
 from .facts import facts_from_metrics, is_vllm_metrics, load_gauges, parse_metrics
 
 SERIES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")
@@ -129,7 +129,7 @@ class ServerMetricsSampler:
         except (aiohttp.ClientError, asyncio.TimeoutError, LoadgenError) as err:
             name = type(err).__name__
             self.errors[name] = self.errors.get(name, 0) + 1
-            self.last_error = " ".join(f"{name}: {err}".split())[:200]
+            self.last_error = one_line(f"{name}: {err}", 200)
             return
         self._record(round(t_s, 3), load_gauges(metrics))
 

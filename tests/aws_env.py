@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 import urllib.request
+
+import boto3
+from botocore.exceptions import ClientError
 
 from moto.server import ThreadedMotoServer
 
@@ -39,3 +43,21 @@ def reset_moto(url: str) -> None:
     """A clean moto account for the next test."""
     request = urllib.request.Request(url + "/moto-api/reset", method="POST")
     urllib.request.urlopen(request, timeout=10).close()
+
+
+def write_endpoint_log(url: str, region: str, endpoint: str, lines: list[str], *,
+                       minutes_ago: float = 0.0) -> None:
+    """Put ``lines`` into the endpoint's CloudWatch log group, as SageMaker would
+    (moto never creates endpoint log groups itself)."""
+    logs = boto3.session.Session().client("logs", endpoint_url=url, region_name=region)
+    group = f"/aws/sagemaker/Endpoints/{endpoint}"
+    stream = f"AllTraffic/i-{int(minutes_ago * 1000):06d}0abc"
+    for create in (lambda: logs.create_log_group(logGroupName=group),
+                   lambda: logs.create_log_stream(logGroupName=group, logStreamName=stream)):
+        try:
+            create()
+        except ClientError as err:
+            assert err.response["Error"]["Code"] == "ResourceAlreadyExistsException"
+    start_ms = int((time.time() - minutes_ago * 60) * 1000)
+    events = [{"timestamp": start_ms + i, "message": line} for i, line in enumerate(lines)]
+    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, reset_moto
+from aws_env import write_endpoint_log, isolate_aws, reset_moto
 from botocore.exceptions import ClientError
 from moto.sagemaker.models import sagemaker_backends
 
@@ -62,22 +62,6 @@ def sm(moto):
     return boto3.session.Session().client("sagemaker", endpoint_url=moto, region_name=REGION)
 
 
-def write_endpoint_log(url: str, endpoint: str, lines: list[str], *, minutes_ago: float = 0.0) -> None:
-    """Put ``lines`` into the endpoint's CloudWatch log group, as SageMaker would."""
-    logs = boto3.session.Session().client("logs", endpoint_url=url, region_name=REGION)
-    group = f"/aws/sagemaker/Endpoints/{endpoint}"
-    stream = f"AllTraffic/i-{int(minutes_ago * 1000):06d}0abc"
-    for create in (lambda: logs.create_log_group(logGroupName=group),
-                   lambda: logs.create_log_stream(logGroupName=group, logStreamName=stream)):
-        try:
-            create()
-        except ClientError as err:
-            assert err.response["Error"]["Code"] == "ResourceAlreadyExistsException"
-    start_ms = int((time.time() - minutes_ago * 60) * 1000)
-    events = [{"timestamp": start_ms + i, "message": line} for i, line in enumerate(lines)]
-    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
-
-
 def fixture_lines(name: str) -> list[str]:
     return (LOGS / name).read_text(encoding="utf-8").splitlines()
 
@@ -113,7 +97,7 @@ def tags_of(sm, arn: str) -> dict[str, str]:
 
 
 def test_deploy_in_service_with_facts_then_delete(moto, sm, tmp_path):
-    write_endpoint_log(moto, "gemma-qat", fixture_lines("vllm-0.33.0.log"))
+    write_endpoint_log(moto, REGION, "gemma-qat", fixture_lines("vllm-0.33.0.log"))
     statuses = []
     dep = deploy(moto, tmp_path, on_status=lambda status, elapsed: statuses.append((status, elapsed)))
 
@@ -180,9 +164,9 @@ def test_record_names_each_resource_before_it_is_created(moto, tmp_path):
 
 def test_facts_skip_an_older_start_of_the_same_endpoint_name(moto, tmp_path):
     # The log group outlives an endpoint: an earlier deployment of this name logged a full start.
-    write_endpoint_log(moto, "gemma-qat", fixture_lines("vllm-0.10.2.log"), minutes_ago=20)
+    write_endpoint_log(moto, REGION, "gemma-qat", fixture_lines("vllm-0.10.2.log"), minutes_ago=20)
     # This deployment's start has not reached the KV cache yet.
-    write_endpoint_log(moto, "gemma-qat", [line for line in fixture_lines("vllm-0.33.0.log") if "KV cache" not in line])
+    write_endpoint_log(moto, REGION, "gemma-qat", [line for line in fixture_lines("vllm-0.33.0.log") if "KV cache" not in line])
     aws = AwsConfig(endpoint_url=moto)
     assert endpoint_facts("gemma-qat", aws).kv_cache_tokens == 723_484  # the whole group mixes the two starts
     dep = deploy(moto, tmp_path)
@@ -193,7 +177,7 @@ def test_facts_skip_an_older_start_of_the_same_endpoint_name(moto, tmp_path):
 
 def test_cloudwatch_reading_pages_and_missing_group(moto):
     lines = [f"line {i}" for i in range(150)] + fixture_lines("vllm-0.27.1.log")
-    write_endpoint_log(moto, "paged", lines)
+    write_endpoint_log(moto, REGION, "paged", lines)
     aws = AwsConfig(endpoint_url=moto)
     assert endpoint_facts("paged", aws).to_dict() == EXPECTED["vllm-0.27.1.log"]
     assert tail_endpoint_log("paged", aws, lines=3) == lines[-3:]
@@ -209,7 +193,7 @@ def test_cloudwatch_reading_pages_and_missing_group(moto):
 def test_failed_endpoint_reports_reason_and_log_tail_and_stays_for_inspection(moto, sm, tmp_path, script_status):
     reason = "The primary container for production variant AllTraffic did not pass the ping health check."
     script_status("Creating", "Creating", "Failed", failure_reason=reason)
-    write_endpoint_log(moto, "gemma-qat", fixture_lines("vllm-0.10.2-sagemaker-oom.log"))
+    write_endpoint_log(moto, REGION, "gemma-qat", fixture_lines("vllm-0.10.2-sagemaker-oom.log"))
     statuses = []
     with pytest.raises(DeployFailed) as caught:
         deploy(moto, tmp_path, on_status=lambda status, elapsed: statuses.append(status))
@@ -430,7 +414,7 @@ def test_facts_of_a_long_lived_endpoint_come_from_its_startup_window(moto, sm, t
     deploy(moto, tmp_path)
     endpoint = sagemaker_backends["123456789012"][REGION].endpoints["gemma-qat"]
     endpoint.creation_time -= timedelta(hours=3)  # created three hours ago
-    write_endpoint_log(moto, "gemma-qat", fixture_lines("vllm-0.27.1.log"), minutes_ago=178)  # its start
-    write_endpoint_log(moto, "gemma-qat", fixture_lines("vllm-0.33.0.log"))  # hours later: not its start
+    write_endpoint_log(moto, REGION, "gemma-qat", fixture_lines("vllm-0.27.1.log"), minutes_ago=178)  # its start
+    write_endpoint_log(moto, REGION, "gemma-qat", fixture_lines("vllm-0.33.0.log"))  # hours later: not its start
     assert sm.describe_endpoint(EndpointName="gemma-qat")["CreationTime"].timestamp() < time.time() - 3 * 3600 + 60
     assert endpoint_facts_now("gemma-qat", endpoint_url=moto).to_dict() == EXPECTED["vllm-0.27.1.log"]

@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-import time
 from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, reset_moto
-from botocore.exceptions import ClientError
+from aws_env import write_endpoint_log, isolate_aws, reset_moto
 from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer, ServerConfig
 
 from loadgen.engine import RunControl
@@ -34,23 +32,6 @@ def aws(moto_url, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TOKEN", HF_SECRET)
     reset_moto(moto_url)
     return moto_url
-
-
-def write_startup_log(moto_url: str, endpoint: str, log_file: str) -> None:
-    """What the container would have logged: moto never creates endpoint log groups."""
-    logs = boto3.client("logs", endpoint_url=moto_url, region_name=REGION)
-    group, stream = f"/aws/sagemaker/Endpoints/{endpoint}", "AllTraffic/i-0abc"
-    for create in (lambda: logs.create_log_group(logGroupName=group),
-                   lambda: logs.create_log_stream(logGroupName=group, logStreamName=stream)):
-        try:
-            create()
-        except ClientError as err:
-            assert err.response["Error"]["Code"] == "ResourceAlreadyExistsException"
-    lines = (LOGS / log_file).read_text(encoding="utf-8").splitlines()
-    now_ms = int(time.time() * 1000)
-    logs.put_log_events(logGroupName=group, logStreamName=stream,
-                        logEvents=[{"timestamp": now_ms + i, "message": line}
-                                   for i, line in enumerate(lines)])
 
 
 def scenario_file(tmp_path: Path, moto_url: str, runtime_url: str) -> Path:
@@ -88,8 +69,9 @@ def scenario_file(tmp_path: Path, moto_url: str, runtime_url: str) -> Path:
 
 
 def test_each_phase_deploys_measures_and_tears_down_even_when_it_fails(aws, tmp_path):
-    write_startup_log(aws, "openai", "vllm-0.10.2.log")
-    write_startup_log(aws, "missing", "vllm-0.10.2.log")
+    startup_log = (LOGS / "vllm-0.10.2.log").read_text(encoding="utf-8").splitlines()
+    for endpoint in ("openai", "missing"):  # what the container would have logged
+        write_endpoint_log(aws, REGION, endpoint, startup_log)
     out = tmp_path / "out"
     messages: list[str] = []
     with SageMakerTestServer(ServerConfig(seed=3)) as runtime:
@@ -128,7 +110,8 @@ def test_each_phase_deploys_measures_and_tears_down_even_when_it_fails(aws, tmp_
 
 
 def test_a_stopped_run_tears_down_the_live_endpoint_and_goes_no_further(aws, tmp_path):
-    write_startup_log(aws, "openai", "vllm-0.10.2.log")
+    write_endpoint_log(aws, REGION, "openai",
+                       (LOGS / "vllm-0.10.2.log").read_text(encoding="utf-8").splitlines())
     control = RunControl()
 
     def log(message: str) -> None:

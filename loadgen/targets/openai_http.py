@@ -20,10 +20,10 @@ import aiohttp
 import orjson
 
 from ..config import APIS, RequestOptions, openai_body
-from ..errors import AuthError, ConfigError, TargetError
+from ..errors import AuthError, ConfigError, TargetError, one_line
 from ..record import Prompt, RequestRecord
 from ..streams import OpenAIStreamParser, parse_openai_body
-from .session import client_session
+from .session import client_session, transport_failure
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -49,9 +49,9 @@ def error_message(body: bytes) -> str:
         obj = orjson.loads(body)
         err = obj.get("error", obj) if isinstance(obj, dict) else obj
         msg = err.get("message") if isinstance(err, dict) else err
-        return " ".join(str(msg or obj).split())[:300]
+        return one_line(msg or obj)
     except (orjson.JSONDecodeError, AttributeError):
-        return " ".join(body[:200].decode("utf-8", "replace").split())
+        return one_line(body[:200].decode("utf-8", "replace"))
 
 
 class OpenAIHTTPTarget:
@@ -144,14 +144,8 @@ class OpenAIHTTPTarget:
                 async for chunk in resp.content.iter_any():
                     feed(chunk, clock())
                 cut_short = False
-        except asyncio.TimeoutError:
-            record.fail("timeout", "no data within the timeout", clock())
-        except aiohttp.ClientConnectorError as exc:
-            record.fail("connect_error", str(exc.os_error or exc)[:200], clock())
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-            record.fail("disconnected", f"{type(exc).__name__}: {exc}"[:200], clock())
-        except aiohttp.ClientError as exc:
-            record.fail(type(exc).__name__, str(exc)[:200], clock())
+        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+            record.fail(*transport_failure(exc, self.options.timeouts), clock())
         finally:
             # Also on failure or cancellation: tokens and text that arrived are kept.
             if parser is not None:

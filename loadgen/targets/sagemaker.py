@@ -35,7 +35,7 @@ from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .sagemaker_aws import AwsSetup, RequestSigner, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
-from .session import client_session
+from .session import client_session, transport_failure
 from .sagemaker_formats import (
     AutoStreamParser,
     check_payload_format,
@@ -186,21 +186,8 @@ class SageMakerTarget:
                     await self._read_body(response, record)
                 return response.status
         except (asyncio.TimeoutError, aiohttp.ClientError) as err:
-            record.fail(*self._transport_failure(err), time.perf_counter_ns())
+            record.fail(*transport_failure(err, self.options.timeouts), time.perf_counter_ns())
             return None
-
-    def _transport_failure(self, err: BaseException) -> tuple[str, str]:
-        """aiohttp exceptions -> error types named as on the HTTP target."""
-        # Order matters: aiohttp's timeout errors are also ClientErrors.
-        if isinstance(err, asyncio.TimeoutError):
-            timeouts = self.options.timeouts
-            return "timeout", (f"no data within the timeouts (connect {timeouts.connect_s}s, "
-                               f"idle {timeouts.idle_s}s, total {timeouts.total_s}s)")
-        if isinstance(err, aiohttp.ClientConnectorError):
-            return "connect_error", _one_line(err.os_error or err)
-        if isinstance(err, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
-            return "disconnected", f"{type(err).__name__}: {_one_line(err)}"
-        return type(err).__name__, _one_line(err)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
         content_type = response.headers.get("X-Amzn-SageMaker-Content-Type")
@@ -216,7 +203,7 @@ class SageMakerTarget:
                     break  # exception frame or undecodable bytes: nothing more to read
             cut_short = False
         except (asyncio.TimeoutError, aiohttp.ClientError) as err:
-            record.fail(*self._transport_failure(err), clock())
+            record.fail(*transport_failure(err, self.options.timeouts), clock())
         finally:
             # Also on failure or cancellation: tokens parsed so far stay on the record.
             reader.close(clock(), cut_short)
@@ -241,6 +228,3 @@ def _invoke_headers(inference_component: str | None, custom_attributes: str | No
     headers.update({name: value for name, value in optional.items() if value})
     return headers
 
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())[:300]

@@ -30,7 +30,7 @@ from botocore.credentials import ReadOnlyCredentials
 from botocore.exceptions import BotoCoreError
 from botocore.parsers import ResponseParserError, create_parser
 
-from ..errors import AuthError, ConfigError
+from ..errors import AuthError, ConfigError, one_line
 
 SIGNING_NAME = "sagemaker"  # the service model's signingName for sagemaker-runtime
 # How often (at most) to ask refreshable credentials whether they near expiry.
@@ -72,19 +72,19 @@ def setup_aws(session: botocore.session.Session, region: str | None,
                                        config=Config(signature_version=UNSIGNED))
     except (BotoCoreError, ValueError) as err:
         raise ConfigError(f"bad AWS region or endpoint URL ({region!r}, {endpoint_url!r}): "
-                          f"{_one_line(err)}") from None
+                          f"{one_line(err, 500)}") from None
     try:
         credentials = session.get_credentials()
     except BotoCoreError as err:
         raise AuthError(f"AWS credentials could not be loaded ({type(err).__name__}): "
-                        f"{_one_line(err)}") from None
+                        f"{one_line(err, 500)}") from None
     if credentials is None:
         raise AuthError(NO_CREDENTIALS_HELP)
     try:
         frozen = credentials.get_frozen_credentials()
     except BotoCoreError as err:
         raise AuthError(f"AWS credentials could not be refreshed ({type(err).__name__}): "
-                        f"{_one_line(err)}") from None
+                        f"{one_line(err, 500)}") from None
     return AwsSetup(region=region, endpoint_url=client.meta.endpoint_url.rstrip("/"),
                     credentials=credentials, frozen=frozen,
                     errors=ErrorParser(client.meta.service_model))
@@ -163,7 +163,7 @@ class ErrorParser:
             code, message, modeled = "", body[:200].decode("utf-8", "replace"), {}
         if not code or code.isdigit():
             code = f"http_{status}"
-        return code, _one_line(_with_model_details(message, modeled))
+        return code, one_line(_with_model_details(message, modeled), 500)
 
 
 def _with_model_details(message: str, modeled: Mapping[str, Any]) -> str:
@@ -172,6 +172,3 @@ def _with_model_details(message: str, modeled: Mapping[str, Any]) -> str:
                                                   "LogStreamArn") if modeled.get(key) is not None]
     return f"{message} ({', '.join(extras)})" if extras else message
 
-
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())[:500]

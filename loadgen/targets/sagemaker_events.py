@@ -23,6 +23,7 @@ from botocore.eventstream import (
     ParserError,
 )
 
+from ..errors import one_line
 from ..record import RequestRecord
 from ..streams import StreamParser
 
@@ -109,7 +110,7 @@ class EventStreamReader:
 
     def _break(self, error_type: str, message: str, now_ns: int) -> None:
         self.broken = True
-        self.record.fail(error_type, _one_line(message), now_ns)
+        self.record.fail(error_type, one_line(message, 500), now_ns)
 
     def close(self, now_ns: int, cut_short: bool = False) -> None:
         """End of the HTTP body: flag a frame cut short, then let the payload parser finish.
@@ -140,6 +141,3 @@ def _exception_details(headers: dict, payload: bytes) -> tuple[str, str]:
     code = body.get("ErrorCode")
     return error_type, f"{code}: {message}" if code else message
 
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:500]

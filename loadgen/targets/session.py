@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 
 from ..config import Timeouts
+from ..errors import one_line
 
 
 def client_session(timeouts: Timeouts, pool_size: int,
@@ -19,3 +22,19 @@ def client_session(timeouts: Timeouts, pool_size: int,
         timeout=aiohttp.ClientTimeout(total=timeouts.total_s, sock_connect=timeouts.connect_s,
                                       sock_read=timeouts.idle_s),
         headers=headers, auto_decompress=False)
+
+
+def transport_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]:
+    """An aiohttp/timeout exception during a request -> (error type, one-line message).
+
+    The same names on every target: ``timeout``, ``connect_error``, ``disconnected``.
+    """
+    # Order matters: aiohttp's timeout errors are also ClientErrors.
+    if isinstance(err, asyncio.TimeoutError):
+        return "timeout", (f"no data within the timeouts (connect {timeouts.connect_s}s, "
+                           f"idle {timeouts.idle_s}s, total {timeouts.total_s}s)")
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return "connect_error", one_line(err.os_error or err)
+    if isinstance(err, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+        return "disconnected", one_line(f"{type(err).__name__}: {err}")
+    return type(err).__name__, one_line(err)
