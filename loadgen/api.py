@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import AsyncIterator, Callable, Sequence
+import sys
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
@@ -19,7 +20,16 @@ from .errors import ConfigError, LoadgenError
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
 from .results import RunResult, now_iso
+from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target, open_target
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from taskgroup import TaskGroup
+else:
+    from asyncio import TaskGroup
+
+if TYPE_CHECKING:
+    from .workers import WorkerPool
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
@@ -41,10 +51,7 @@ def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size:
 
         return SageMakerTarget.from_url(url, options, pool_size=pool_size or 1000,
                                         **sagemaker_options)
-    given = sorted(k for k, v in sagemaker_options.items() if v not in (None, "auto"))
-    if given:
-        raise ConfigError(f"{', '.join('--' + g.replace('_', '-') for g in given)} only apply to "
-                          "sagemaker:// targets")
+    TargetConfig(url, **sagemaker_options).check()
     from .targets.openai_http import OpenAIHTTPTarget
 
     return OpenAIHTTPTarget(url, options, pool_size=pool_size)
@@ -94,61 +101,160 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
     return level
 
 
-async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], stop: StopRule,
-                options: RequestOptions = RequestOptions(),
-                prompts: PromptSource = PromptSource(),
+async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
+                              sample_url: str | None, control: RunControl,
+                              on_progress: Callable[[dict], None] | None) -> LevelResult:
+    """One level on every worker; the parent samples the server's /metrics meanwhile."""
+    if sample_url is None:
+        return await pool.level(index, load, config.stop, control, on_progress)
+    from .server_metrics import ServerMetricsSampler
+
+    sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
+    async with TaskGroup() as tg:
+        watcher = tg.create_task(sampler.run())
+        try:
+            level = await pool.level(index, load, config.stop, control, on_progress)
+        finally:
+            watcher.cancel()
+    level.server = sampler.snapshot()
+    return level
+
+
+_UNSET: Any = object()  # "not given": tells a keyword left alone from one set to its default
+
+
+def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
+                 stop: StopRule | None = None, options: RequestOptions | None = None,
+                 prompts: PromptSource | None = None,
+                 server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
+                 ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
+    """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
+    if stop is None:
+        raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
+    unknown = sorted(set(sagemaker_options) - set(TargetConfig.__dataclass_fields__) - {"url"})
+    if unknown or "url" in sagemaker_options:
+        raise ConfigError(f"unknown keyword(s): {', '.join(unknown or ['url'])}")
+    defaults = {name: value for name, value in (("server_metrics_interval_s",
+                                                  server_metrics_interval_s),
+                                                 ("workers", workers)) if value is not _UNSET}
+    return RunConfig(loads=tuple(loads), stop=stop,
+                     target=TargetConfig(target, **sagemaker_options),
+                     options=options or RequestOptions(), prompts=prompts or PromptSource(),
+                     ray=ray, **defaults)
+
+
+async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
+                stop: StopRule | None = None, options: RequestOptions | None = None,
+                prompts: PromptSource | None = None,
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
                 on_level: Callable[[LevelResult], None] | None = None,
-                server_metrics_interval_s: float | None = 1.0,
+                server_metrics_interval_s: float | None = _UNSET,
+                workers: Workers = _UNSET, ray: str | None = None,
+                config: RunConfig | None = None, log: Callable[[str], None] | None = None,
                 **sagemaker_options) -> RunResult:
     """Run each load level in turn against ``target`` (URL, Target, or None = simulator).
+
+    The run is either described by keywords (``loads``, ``stop``, ``options``, ``prompts``,
+    ``server_metrics_interval_s``, ``workers``, ``ray``, SageMaker options) or given whole
+    as ``config=RunConfig(...)``; not both.
 
     Each level is measured separately. With ``out``, the results file is rewritten
     after every level, so an interrupted run keeps what it measured (``partial``).
     Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
-    each level (None: don't).
+    each level (None: don't). ``workers=N`` (or ``"auto"``) generates each level with N
+    worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
+    warnings (default: stderr).
     """
-    if not loads:
-        raise ConfigError("give at least one load level (--concurrency or --rate)")
+    given_object = target if target is not None and not isinstance(target, str) else None
+    if config is None:
+        config = build_config(None if given_object else target, loads=loads, stop=stop,
+                              options=options, prompts=prompts,
+                              server_metrics_interval_s=server_metrics_interval_s,
+                              workers=workers, ray=ray, **sagemaker_options)
+    elif (target, tuple(loads), stop, options, prompts, ray, sagemaker_options) != \
+            (None, (), None, None, None, None, {}) or \
+            server_metrics_interval_s is not _UNSET or workers is not _UNSET:
+        raise ConfigError("pass either config=RunConfig(...) or the keywords it holds "
+                          "(target, loads, stop, options, ...), not both")
+    return await run_config(config, target=given_object, out=out, control=control,
+                            keep_records=keep_records, on_progress=on_progress,
+                            on_level=on_level, log=log)
+
+
+async def run_config(config: RunConfig, *, target: Target | None = None,
+                     out: str | os.PathLike | None = None, control: RunControl | None = None,
+                     keep_records: bool = False,
+                     on_progress: Callable[[Load, dict], None] | None = None,
+                     on_level: Callable[[LevelResult], None] | None = None,
+                     log: Callable[[str], None] | None = None) -> RunResult:
+    """Run ``config`` (see :func:`sweep`); ``target``: an already built Target to use instead
+    of ``config.target`` (one process only: workers build their own from the URL)."""
     control = control or RunControl()
-    async with _resolve_target(target, options, pool_size_for(loads), sagemaker_options) as (
-            opened, simulated):
+    count = config.worker_count()
+    scaled = count > 1 or config.ray is not None
+    if scaled and target is not None:
+        raise ConfigError("workers build their own target: pass a URL, not a Target object")
+    async with contextlib.AsyncExitStack() as stack:
+        opened, simulated = await stack.enter_async_context(_resolve_target(
+            target or config.target.url, config.options, pool_size_for(config.loads),
+            config.target.sagemaker_options()))
+        pool = None
+        if scaled:
+            from .workers import worker_pool
+
+            if config.target.url is None:  # the simulator this run started
+                config = config.with_target(opened.describe()["url"])
+            pool = await stack.enter_async_context(worker_pool(config, count,
+                                                               keep_records=keep_records,
+                                                               log=log))
+            stack.callback(control.on_stop(pool.stop))
         result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
                            simulated=simulated)
-        source = iter(prompts)
+        if pool is not None:
+            result.extra["workers"] = pool.describe()
         ids = RequestIds()
-        facts = await _server_facts(opened) if server_metrics_interval_s else None
+        facts = await _server_facts(opened) if config.server_metrics_interval_s else None
         result.server = facts or {}
         sample_url = opened.describe()["url"] if facts is not None else None
-        for load in loads:
-            if control.stopped:
+        for index, load in enumerate(config.loads):
+            if control.stopped or (pool is not None and pool.broken):
                 break
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
-            level = await _measure_level(opened, load, sample_url, server_metrics_interval_s or 1.0,
-                                         stop=stop, prompts=source, control=control,
-                                         keep_records=keep_records, on_progress=progress, ids=ids)
+            if pool is not None:
+                level = await _measure_on_workers(pool, index, load, config, sample_url, control,
+                                                  progress)
+                result.extra["workers"] = pool.describe()
+            else:
+                level = await _measure_level(opened, load, sample_url,
+                                             config.server_metrics_interval_s or 1.0,
+                                             stop=config.stop, prompts=config.prompts,
+                                             control=control, keep_records=keep_records,
+                                             on_progress=progress, ids=ids)
             result.levels.append(level)
-            result.partial = control.stopped
+            result.partial = level.partial
             if on_level:
                 on_level(level)
             if out is not None:
                 result.write(out)
         result.target = opened.describe()
         result.finished_at = now_iso()
-        result.partial = control.stopped or len(result.levels) < len(loads)
+        result.partial = (control.stopped or len(result.levels) < len(config.loads)
+                          or any(level.partial for level in result.levels))
         if out is not None:
             result.write(out)
         return result
 
 
-async def run(target: str | Target | None = None, *, load: Load, stop: StopRule,
-              **kwargs) -> RunResult:
-    """One level: ``sweep`` with a single load."""
-    return await sweep(target, loads=[load], stop=stop, **kwargs)
+async def run(target: str | Target | None = None, *, load: Load | None = None,
+              stop: StopRule | None = None, **kwargs) -> RunResult:
+    """One level: ``sweep`` with a single load (or ``config=`` holding one)."""
+    if load is not None:
+        kwargs["loads"] = [load]
+    return await sweep(target, stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
+__all__ = ["sweep", "run", "run_config", "build_config", "RunConfig", "TargetConfig", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
            "RequestOptions", "PromptSource", "RunControl"]

@@ -15,14 +15,16 @@ from typing import Any, Callable, Sequence
 import click
 
 from . import __version__
-from .api import sweep as api_sweep
-from .config import RequestOptions, Timeouts
+from .api import run_config
+from .config import APIS, RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import run_async
 from .errors import ConfigError
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, load_prompt_file
 from .results import format_table
+from .runconfig import DEFAULT_REQUESTS, RunConfig, TargetConfig, default, parse_workers
+from .targets.sagemaker_formats import PAYLOAD_FORMATS
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -52,57 +54,72 @@ def build_loads(concurrency: str | None, rate: str | None, arrival: str,
 
 
 def load_options(f: Callable) -> Callable:
-    """Options shared by ``run`` and ``sweep``."""
+    """Options shared by ``run`` and ``sweep``. Defaults are read from the run
+    configuration's dataclasses (:mod:`loadgen.runconfig`): defined there, once."""
+    request, timeouts, prompts = RequestOptions, Timeouts, PromptSource
     options = [
         click.option("--target", metavar="URL", help="http://host:port (vLLM/OpenAI) or "
                      "sagemaker://ENDPOINT. Omit to use the built-in simulator."),
-        click.option("--api", type=click.Choice(["chat", "completions"]), default="chat",
+        click.option("--api", type=click.Choice(APIS), default=default(request, "api"),
                      show_default=True),
         click.option("--model", help="Model id (default: ask the server's /v1/models)."),
         click.option("--rate", metavar="R[,R...]", help="Open loop: requests/s per level."),
-        click.option("--arrival", type=click.Choice(ARRIVALS), default="constant",
-                     show_default=True, help="Open-loop arrival process."),
+        click.option("--arrival", type=click.Choice(ARRIVALS),
+                     default=default(ArrivalRate, "arrival"), show_default=True,
+                     help="Open-loop arrival process."),
         click.option("--max-in-flight", type=int, help="Open loop: cap in-flight requests; "
                      "requests due while full are counted as dropped."),
         click.option("--max-rate", type=float, help="Closed loop: cap on requests/s."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=int, default=default(ArrivalRate, "seed"), show_default=True,
                      help="Seed for Poisson arrivals."),
         click.option("--requests", "n_requests", type=int,
-                     help="Measured requests per level (default 20 if no --duration)."),
+                     help=f"Measured requests per level (default {DEFAULT_REQUESTS} if no "
+                     "--duration)."),
         click.option("--duration", type=float, metavar="S", help="Seconds per level."),
-        click.option("--warmup", type=int, default=0, show_default=True,
+        click.option("--warmup", type=int, default=default(StopRule, "warmup"), show_default=True,
                      help="Warm-up requests per level, excluded from metrics."),
-        click.option("--graceful-stop", type=float, default=30.0, show_default=True,
-                     metavar="S", help="Seconds in-flight requests get after the stop point."),
-        click.option("--input-tokens", type=int, default=128, show_default=True,
-                     help="Length of synthetic prompts."),
-        click.option("--output-tokens", type=int, default=128, show_default=True,
-                     help="max_tokens per request."),
+        click.option("--graceful-stop", type=float, default=default(StopRule, "graceful_stop_s"),
+                     show_default=True, metavar="S",
+                     help="Seconds in-flight requests get after the stop point."),
+        click.option("--input-tokens", type=int, default=default(prompts, "input_tokens"),
+                     show_default=True, help="Length of synthetic prompts."),
+        click.option("--output-tokens", type=int, default=default(prompts, "output_tokens"),
+                     show_default=True, help="max_tokens per request."),
         click.option("--min-tokens", type=int, help="vLLM min_tokens."),
-        click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
-                     help="vLLM: generate exactly --output-tokens."),
-        click.option("--stream/--no-stream", default=True, show_default=True),
+        click.option("--ignore-eos/--no-ignore-eos", default=default(request, "ignore_eos"),
+                     show_default=True, help="vLLM: generate exactly --output-tokens."),
+        click.option("--stream/--no-stream", default=default(request, "stream"),
+                     show_default=True),
         click.option("--continuous-usage", is_flag=True,
+                     default=default(request, "continuous_usage"),
                      help="Ask vLLM for per-chunk usage (exact tokens per chunk)."),
         click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
                      help="JSONL file of prompts."),
-        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+        click.option("--api-key-env", default=default(request, "api_key_env"), show_default=True,
                      help="Environment variable holding the API key."),
-        click.option("--timeout", type=float, default=600.0, show_default=True,
-                     help="Total seconds per request."),
-        click.option("--idle-timeout", type=float, default=120.0, show_default=True,
-                     help="Max seconds between two reads of a stream."),
-        click.option("--connect-timeout", type=float, default=10.0, show_default=True),
-        click.option("--server-metrics-interval", type=float, default=1.0, show_default=True,
+        click.option("--timeout", type=float, default=default(timeouts, "total_s"),
+                     show_default=True, help="Total seconds per request."),
+        click.option("--idle-timeout", type=float, default=default(timeouts, "idle_s"),
+                     show_default=True, help="Max seconds between two reads of a stream."),
+        click.option("--connect-timeout", type=float, default=default(timeouts, "connect_s"),
+                     show_default=True),
+        click.option("--server-metrics-interval", type=float,
+                     default=default(RunConfig, "server_metrics_interval_s"), show_default=True,
                      metavar="S", help="vLLM HTTP targets: sample /metrics every S seconds "
                      "during each level (0: off)."),
+        click.option("--workers", default=str(default(RunConfig, "workers")), show_default=True,
+                     metavar="N|auto", help="Worker processes generating the load (auto: "
+                     "min(cores - 1, what the load needs)). Results are merged into one file."),
+        click.option("--ray", metavar="ADDRESS", help="Generate the load with Ray actors: "
+                     "'auto' (the cluster the environment points at), 'local' (start one) or "
+                     "ray://HOST:PORT. Needs loadgen[ray]."),
         click.option("--region", help="SageMaker: AWS region."),
         click.option("--endpoint-url", help="SageMaker: runtime endpoint URL override."),
         click.option("--inference-component", help="SageMaker: inference component name."),
         click.option("--custom-attributes", help="SageMaker: X-Amzn-SageMaker-Custom-Attributes."),
         click.option("--target-variant", help="SageMaker: production variant."),
-        click.option("--payload-format", default="auto", show_default=True,
-                     type=click.Choice(["auto", "openai", "lmi", "tgi", "raw"]),
+        click.option("--payload-format", default=default(TargetConfig, "payload_format"),
+                     show_default=True, type=click.Choice(PAYLOAD_FORMATS),
                      help="SageMaker: container payload format."),
         click.option("--out", type=click.Path(dir_okay=False),
                      help="Results JSON (default: loadgen-YYYYmmdd-HHMMSS.json)."),
@@ -113,17 +130,39 @@ def load_options(f: Callable) -> Callable:
     return f
 
 
+def run_config_from(loads: Sequence[Load], kw: dict[str, Any]) -> RunConfig:
+    """The one :class:`RunConfig` the command line describes."""
+    n_requests, duration = kw["n_requests"], kw["duration"]
+    if n_requests is None and duration is None:
+        n_requests = DEFAULT_REQUESTS
+    options = RequestOptions(
+        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
+        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
+        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]))
+    texts = load_prompt_file(kw["prompts_file"]) if kw["prompts_file"] else ()
+    target = TargetConfig(kw["target"], **{name: kw[name] for name in TargetConfig.__dataclass_fields__
+                                           if name != "url"})
+    return RunConfig(loads=tuple(loads),
+                     stop=StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"]),
+                     target=target, options=options,
+                     prompts=PromptSource(kw["input_tokens"], kw["output_tokens"],
+                                          kw["min_tokens"], texts),
+                     server_metrics_interval_s=kw["server_metrics_interval"] or None,
+                     workers=parse_workers(kw["workers"]), ray=kw["ray"])
+
+
 def _install_ctrl_c(control: RunControl) -> None:
-    """First Ctrl-C: stop and write what was measured (partial). Second: abort."""
+    """First Ctrl-C (or SIGTERM): stop and write what was measured (partial). Second: abort."""
     loop = asyncio.get_running_loop()
 
-    def first() -> None:
+    def first(signum: int) -> None:
         click.echo("\nstopping: writing what was measured (Ctrl-C again to abort)", err=True)
         control.stop()
-        loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signum)
 
     try:
-        loop.add_signal_handler(signal.SIGINT, first)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, first, signum)
     except (NotImplementedError, RuntimeError):  # not the main thread / Windows
         pass
 
@@ -149,27 +188,13 @@ class _Progress:
 
 
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
-    n_requests, duration = kw["n_requests"], kw["duration"]
-    if n_requests is None and duration is None:
-        n_requests = 20
-    stop = StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"])
-    options = RequestOptions(
-        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
-        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
-        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]))
-    texts = load_prompt_file(kw["prompts_file"]) if kw["prompts_file"] else ()
-    prompts = PromptSource(kw["input_tokens"], kw["output_tokens"], kw["min_tokens"], texts)
+    config = run_config_from(loads, kw)
     out = kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
-    sagemaker = {k: kw[k] for k in ("region", "endpoint_url", "inference_component",
-                                    "custom_attributes", "target_variant", "payload_format")}
     control = RunControl()
     _install_ctrl_c(control)
     progress = _Progress(not kw["quiet"] and sys.stderr.isatty())
-    result = await api_sweep(kw["target"], loads=loads, stop=stop, options=options,
-                             prompts=prompts, out=out, control=control,
-                             on_progress=progress, on_level=progress.level_done,
-                             server_metrics_interval_s=kw["server_metrics_interval"] or None,
-                             **sagemaker)
+    result = await run_config(config, out=out, control=control, on_progress=progress,
+                              on_level=progress.level_done)
     data = result.to_dict()
     if not kw["quiet"]:
         title = data["target"].get("url", "")

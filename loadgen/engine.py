@@ -10,10 +10,11 @@ deadline (none after Ctrl-C) and are then cancelled and counted incomplete.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from asyncio_throttle import Throttler
 
@@ -29,6 +30,12 @@ else:
     from asyncio import TaskGroup
 
 ProgressFn = Callable[[dict], None]
+
+
+class Prompts(Protocol):
+    """Where prompts come from (:class:`~loadgen.prompts.PromptSource`): by request index."""
+
+    def prompt(self, index: int) -> Prompt: ...
 
 
 class Watcher(Protocol):
@@ -66,6 +73,9 @@ class LevelResult:
     partial: bool = False  # stopped early by RunControl
     records: list[RequestRecord] | None = None  # only with keep_records
     server: dict[str, Any] = field(default_factory=dict)
+    start_ns: int = 0  # the measured window, perf_counter_ns (duration_s = end − start)
+    end_ns: int = 0
+    workers: list[dict[str, Any]] | None = None  # per-worker facts when workers ran the level
 
 
 @dataclass
@@ -75,20 +85,42 @@ class RequestIds:
     value: int = 0
 
 
+@dataclass(frozen=True)
+class Share:
+    """The part of every level this process generates: worker ``index`` of ``count``.
+
+    Open loop: arrival k of the level's global schedule is this worker's when
+    k mod count == index, so the union over workers is the one-process schedule.
+    This process's k-th request of the run (0-based) has the run-wide index
+    ``index + k * count``: it picks the prompt and the request id, so workers never
+    share a prompt or an id and no data crosses processes.
+    """
+
+    index: int = 0
+    count: int = 1
+
+    def arrivals(self, offsets: Iterable[int]) -> Iterator[int]:
+        return itertools.islice(offsets, self.index, None, self.count)
+
+    def request_index(self, local: int) -> int:
+        return self.index + local * self.count
+
+
 class _Level:
     """State of one running level. Created and discarded by :func:`run_level`."""
 
-    def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt],
+    def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Prompts,
                  control: RunControl, measured: bool, keep_records: bool,
-                 ids: RequestIds) -> None:
+                 ids: RequestIds, share: Share, metrics: LevelMetrics | None = None) -> None:
         self.target = target
         self.ids = ids
+        self.share = share
         self.load = load
         self.prompts = prompts
         self.control = control
         self.limit = (stop.requests if measured else stop.warmup) or None
         self.duration_s = stop.duration_s if measured else None
-        self.metrics = LevelMetrics()
+        self.metrics = metrics if metrics is not None else LevelMetrics()
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.issued = 0
         self.in_flight = 0
@@ -138,11 +170,14 @@ class _Level:
         if self.records is not None:
             self.records.append(rec)
 
-    def _new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
+    def _next_request(self, intended_ns: int) -> tuple[Prompt, RequestRecord]:
+        """The next prompt of this process's share, and its record (id = run-wide index + 1)."""
         self.issued += 1
+        index = self.share.request_index(self.ids.value)
         self.ids.value += 1
-        return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
-                             tag=prompt.tag, request_id=self.ids.value)
+        prompt = self.prompts.prompt(index)
+        return prompt, RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
+                                     tag=prompt.tag, request_id=index + 1)
 
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
@@ -154,10 +189,8 @@ class _Level:
                     await throttler.acquire()
                     if not self._may_start():
                         return
-                prompt = next(self.prompts)
-                now = time.perf_counter_ns()
-                rec = self._new_record(prompt, now)
-                rec.start_ns = now
+                prompt, rec = self._next_request(0)
+                rec.intended_ns = rec.start_ns = time.perf_counter_ns()
                 await self._send(prompt, rec)
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
@@ -166,7 +199,7 @@ class _Level:
         tasks: set[asyncio.Task] = set()
         stop_wait = asyncio.ensure_future(self._stop_event.wait())
         try:
-            for offset in load.offsets_ns():
+            for offset in self.share.arrivals(load.offsets_ns()):
                 if not self._may_start():
                     break
                 due = t0 + offset
@@ -179,8 +212,7 @@ class _Level:
                     self.metrics.add_dropped()
                     self.issued += 1
                     continue
-                prompt = next(self.prompts)
-                rec = self._new_record(prompt, due)
+                prompt, rec = self._next_request(due)
                 task = tg.create_task(self._send(prompt, rec))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -198,20 +230,35 @@ async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> N
         on_progress(snap)
 
 
+async def _wait_until(level: _Level, start_ns: int) -> None:
+    """Sleep until the shared start instant (workers start together); a stop cuts it short."""
+    delay = (start_ns - time.perf_counter_ns()) / 1e9
+    if delay > 0 and not level.stopping:
+        try:
+            await asyncio.wait_for(level._stop_event.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+
 async def _run_phase(level: _Level, on_progress: ProgressFn | None,
-                     watchers: Sequence[Watcher] = ()) -> int:
+                     watchers: Sequence[Watcher] = (), start_ns: int | None = None) -> int:
     """Run one phase (warm-up or measured); return its start time in ns.
 
     ``watchers`` run alongside the load (``await w.run()`` until cancelled at the end).
+    ``start_ns``: begin at this ``perf_counter_ns`` instant (CLOCK_MONOTONIC is system-wide,
+    so every worker process of a run shares it); None: now.
     """
     loop = asyncio.get_running_loop()
-    timer = None
-    if level.duration_s is not None:
-        timer = loop.call_later(level.duration_s, level.begin_stop)
     forget = level.control.on_stop(lambda: level.begin_stop(grace_s=0))
     if level.control.stopped:
         level.begin_stop(grace_s=0)
-    t0 = time.perf_counter_ns()
+    if start_ns is not None:
+        await _wait_until(level, start_ns)
+    t0 = start_ns if start_ns is not None else time.perf_counter_ns()
+    timer = None
+    if level.duration_s is not None:
+        elapsed_s = (time.perf_counter_ns() - t0) / 1e9
+        timer = loop.call_later(max(0.0, level.duration_s - elapsed_s), level.begin_stop)
     try:
         async with TaskGroup() as tg:
             helpers = [tg.create_task(w.run()) for w in watchers]
@@ -233,7 +280,40 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
     return t0
 
 
-async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt], *,
+@dataclass(frozen=True)
+class LevelRun:
+    """How one process runs its part of a level (defaults: all of it, in this process)."""
+
+    control: RunControl = field(default_factory=RunControl)
+    ids: RequestIds = field(default_factory=RequestIds)
+    share: Share = Share()
+    keep_records: bool = False
+
+
+async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
+                  how: LevelRun, start_ns: int | None = None) -> None:
+    """Send ``stop.warmup`` requests (this process's share of them), excluded from metrics."""
+    if stop.warmup and not how.control.stopped:
+        warm = _Level(target, load, stop, prompts, how.control, False, False, how.ids, how.share)
+        await _run_phase(warm, None, start_ns=start_ns)
+
+
+async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, how: LevelRun,
+                  *, on_progress: ProgressFn | None = None, watchers: Sequence[Watcher] = (),
+                  start_ns: int | None = None, metrics: LevelMetrics | None = None
+                  ) -> LevelResult:
+    """The measured phase of a level. ``metrics``: fold into this (a worker reads it live)."""
+    level = _Level(target, load, stop, prompts, how.control, True, how.keep_records, how.ids,
+                   how.share, metrics)
+    monitor = ClientMonitor()
+    t0 = await _run_phase(level, on_progress, (monitor, *watchers), start_ns)
+    end = max(level.last_end_ns, t0)
+    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
+                       client=monitor.report(), partial=how.control.stopped,
+                       records=level.records, start_ns=t0, end_ns=end)
+
+
+async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,
                     control: RunControl | None = None, keep_records: bool = False,
                     on_progress: ProgressFn | None = None,
                     ids: RequestIds | None = None,
@@ -243,15 +323,7 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     ``watchers`` (e.g. a server-metrics sampler) run alongside the measured phase, next to
     the client self-check.
     """
-    control = control or RunControl()
-    ids = ids or RequestIds()
-    if stop.warmup and not control.stopped:
-        warm = _Level(target, load, stop, prompts, control, False, False, ids)
-        await _run_phase(warm, None)
-    level = _Level(target, load, stop, prompts, control, True, keep_records, ids)
-    monitor = ClientMonitor()
-    t0 = await _run_phase(level, on_progress, (monitor, *watchers))
-    end = max(level.last_end_ns, t0)
-    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
-                       client=monitor.report(), partial=control.stopped,
-                       records=level.records)
+    how = LevelRun(control or RunControl(), ids or RequestIds(), keep_records=keep_records)
+    await warm_up(target, load, stop, prompts, how)
+    return await measure(target, load, stop, prompts, how, on_progress=on_progress,
+                         watchers=watchers)

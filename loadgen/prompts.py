@@ -38,14 +38,16 @@ class PromptSource:
     min_tokens: int | None = None
     texts: tuple[str, ...] = ()  # from a file; empty = synthetic
 
+    def prompt(self, index: int) -> Prompt:
+        """The prompt of request ``index`` (0-based, run-wide): the same in every process."""
+        if self.texts:
+            return Prompt(self.texts[index % len(self.texts)], self.output_tokens,
+                          self.min_tokens)
+        return Prompt(synthetic_text(self.input_tokens, index), self.output_tokens,
+                      self.min_tokens, input_tokens=self.input_tokens)
+
     def __iter__(self) -> Iterator[Prompt]:
-        for i in itertools.count():
-            if self.texts:
-                text = self.texts[i % len(self.texts)]
-                yield Prompt(text, self.output_tokens, self.min_tokens)
-            else:
-                yield Prompt(synthetic_text(self.input_tokens, i), self.output_tokens,
-                             self.min_tokens, input_tokens=self.input_tokens)
+        return map(self.prompt, itertools.count())
 
 
 def load_prompt_file(path: str | Path) -> tuple[str, ...]:

@@ -1,0 +1,223 @@
+"""Workers as local processes (``--workers N``): started with ``spawn``, never ``fork``.
+
+Each child runs :class:`~loadgen.workers.worker.WorkerEngine` on its own event loop
+(uvloop when ``loadgen[fast]`` is installed) and talks to the parent over one
+``multiprocessing`` Pipe, off the hot path:
+
+    parent -> child   ("warm_up", level, start_ns) | ("measure", level, start_ns)
+                      | ("stop",) | ("quit",)
+    child -> parent   ("ready", info) | ("failed", message) | ("warm",)
+                      | ("progress", LevelReport) | ("level", LevelReport)
+
+Children ignore SIGINT (Ctrl-C reaches the whole process group; the parent decides and
+sends "stop"). A child whose parent disappears sees its pipe close, stops and exits:
+no orphans. CLOCK_MONOTONIC is system-wide, so start instants need no conversion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..engine import Share
+from ..errors import LoadgenError, one_line
+from ..runconfig import RunConfig
+from .handle import WorkerDied, WorkerFailed
+from .payload import LevelReport
+from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
+
+# ----------------------------------------------------------------------------- the child
+
+
+def child_main(config: RunConfig, share: Share, keep_records: bool, conn: Connection) -> None:
+    """Entry point of a worker process."""
+    from ..cli_common import event_loop_run
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        event_loop_run(_serve(WorkerEngine(config, share, keep_records), conn))
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        pass  # the parent is gone: nothing left to report to
+
+
+async def _serve(worker: WorkerEngine, conn: Connection) -> None:
+    loop = asyncio.get_running_loop()
+    commands: asyncio.Queue[tuple] = asyncio.Queue()
+
+    def readable() -> None:
+        try:
+            while conn.poll():
+                message = conn.recv()
+                if message[0] == "stop":
+                    worker.stop()
+                else:
+                    commands.put_nowait(message)
+        except (EOFError, OSError):  # the parent closed the pipe or died
+            loop.remove_reader(conn.fileno())
+            worker.stop()
+            commands.put_nowait(("quit",))
+
+    loop.add_reader(conn.fileno(), readable)
+    try:
+        info = await worker.open()
+    except LoadgenError as exc:
+        conn.send(("failed", str(exc)))
+        return
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+        conn.send(("failed", one_line(f"{type(exc).__name__}: {exc}")))
+        return
+    try:
+        conn.send(("ready", info))
+        while (command := await commands.get())[0] != "quit":
+            if command[0] == "warm_up":
+                await worker.warm_up(command[1], command[2])
+                conn.send(("warm",))
+            elif command[0] == "measure":
+                conn.send(("level", await _measure(worker, conn, command[1], command[2])))
+    finally:
+        loop.remove_reader(conn.fileno())
+        await worker.close()
+
+
+async def _measure(worker: WorkerEngine, conn: Connection, level: int,
+                   start_ns: int) -> LevelReport:
+    """Measure a level while a side task reports progress every half second."""
+
+    async def report_progress() -> None:
+        next_histograms = time.monotonic() + HISTOGRAMS_EVERY_S
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            full = time.monotonic() >= next_histograms
+            report = worker.report(with_histograms=full)
+            if report is not None:
+                conn.send(("progress", report))
+                if full:
+                    next_histograms += HISTOGRAMS_EVERY_S
+
+    reporter = asyncio.ensure_future(report_progress())
+    try:
+        return await worker.measure(level, start_ns)
+    finally:
+        reporter.cancel()
+
+
+# ----------------------------------------------------------------------------- the parent
+
+
+class ProcessWorker:
+    """The parent's handle on one worker process."""
+
+    kind = "process"
+
+    def __init__(self, config: RunConfig, share: Share, keep_records: bool,
+                 context: Any = None) -> None:
+        context = context or multiprocessing.get_context("spawn")
+        self.index = share.index
+        self._conn, child_conn = context.Pipe()
+        self.process = context.Process(target=child_main, name=f"loadgen-worker-{share.index}",
+                                       args=(config, share, keep_records, child_conn),
+                                       daemon=True)
+        self._child_conn = child_conn
+        self._reply: asyncio.Future | None = None
+        self.info: dict[str, Any] = {"index": share.index}
+        self.latest: LevelReport | None = None  # last progress report (counters)
+        self.latest_full: LevelReport | None = None  # last one with histograms
+        self.died: str | None = None  # why, once the process is gone
+        self.clock_offset_ns = 0  # same host, same CLOCK_MONOTONIC
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> dict:
+        """Start the process; wait for its target to open (raises WorkerFailed/WorkerDied)."""
+        loop = asyncio.get_running_loop()
+        self._reply = loop.create_future()
+        await asyncio.to_thread(self.process.start)
+        self._child_conn.close()  # ours closed, so the child's exit shows as EOF
+        loop.add_reader(self._conn.fileno(), self._readable)
+        message = await self._reply
+        self.info.update(message[1], pid=self.process.pid)
+        return self.info
+
+    def stop(self) -> None:
+        self._send(("stop",))
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Ask the process to quit, then make sure it is gone (terminate, kill)."""
+        self._send(("quit",))
+        await asyncio.to_thread(self._reap, timeout_s)
+        self._forget_reader()
+        self._conn.close()
+
+    def _reap(self, timeout_s: float) -> None:
+        if self.process.pid is None:  # never started
+            return
+        self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(2.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+    # -- levels -------------------------------------------------------------------------
+    async def warm_up(self, level: int, start_ns: int) -> None:
+        await self._call(("warm_up", level, start_ns))
+
+    async def measure(self, level: int, start_ns: int) -> LevelReport:
+        self.latest = self.latest_full = None
+        return (await self._call(("measure", level, start_ns)))[1]
+
+    # -- the pipe -----------------------------------------------------------------------
+    async def _call(self, message: tuple) -> tuple:
+        if self.died:
+            raise WorkerDied(self.died)
+        self._reply = asyncio.get_running_loop().create_future()
+        self._send(message)
+        return await self._reply
+
+    def _send(self, message: tuple) -> None:
+        if self.died:
+            return
+        try:
+            self._conn.send(message)
+        except (OSError, ValueError):
+            pass  # already gone: the reader reports it
+
+    def _readable(self) -> None:
+        try:
+            while self._conn.poll():
+                self._receive(self._conn.recv())
+        except (EOFError, OSError):
+            self._gone()
+
+    def _receive(self, message: tuple) -> None:
+        if message[0] == "progress":
+            self.latest = message[1]
+            if message[1].histograms is not None:
+                self.latest_full = message[1]
+        elif message[0] == "failed":
+            self._settle(WorkerFailed(message[1]))
+        elif self._reply is not None and not self._reply.done():
+            self._reply.set_result(message)
+
+    def _gone(self) -> None:
+        self._forget_reader()
+        self.process.join(1.0)
+        code = self.process.exitcode
+        how = (f"was killed by signal {-code}" if code is not None and code < 0
+               else f"exited with status {code}")
+        self.died = f"worker {self.index} (pid {self.process.pid}) {how}"
+        self._settle(WorkerDied(self.died))
+
+    def _settle(self, exc: Exception) -> None:
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(exc)
+
+    def _forget_reader(self) -> None:
+        try:
+            asyncio.get_running_loop().remove_reader(self._conn.fileno())
+        except (OSError, ValueError, RuntimeError):
+            pass
