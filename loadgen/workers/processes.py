@@ -1,24 +1,30 @@
-"""Workers as local processes (``--workers N``): started with ``spawn``, never ``fork``.
+"""Workers as local processes (``--workers N``): fresh interpreters, never ``fork``.
 
-Each child runs :class:`~loadgen.workers.worker.WorkerEngine` on its own event loop
-(uvloop when ``loadgen[fast]`` is installed) and talks to the parent over one
-``multiprocessing`` Pipe, off the hot path:
+A worker is ``python -m loadgen.workers FD``: spawned like multiprocessing's ``spawn``
+but without re-importing the parent's ``__main__`` (for the CLI that costs a second or
+more per worker), in its own session so that a terminal's Ctrl-C reaches only the
+parent. Each child runs :class:`~loadgen.workers.worker.WorkerEngine` on its own event
+loop (uvloop when ``loadgen[fast]`` is installed) and talks to the parent over one
+``multiprocessing`` Connection on a socket pair, off the hot path:
 
-    parent -> child   ("warm_up", level, start_ns) | ("measure", level, start_ns)
+    parent -> child   (RunConfig, Share, keep_records) first, then
+                      ("warm_up", level, start_ns) | ("measure", level, start_ns)
                       | ("stop",) | ("quit",)
     child -> parent   ("ready", info) | ("failed", message) | ("warm",)
                       | ("progress", LevelReport) | ("level", LevelReport)
 
-Children ignore SIGINT (Ctrl-C reaches the whole process group; the parent decides and
-sends "stop"). A child whose parent disappears sees its pipe close, stops and exits:
-no orphans. CLOCK_MONOTONIC is system-wide, so start instants need no conversion.
+Children ignore SIGINT too (the parent decides, and sends "stop"). A child whose parent
+disappears sees its pipe close, stops and exits: no orphans. CLOCK_MONOTONIC is
+system-wide, so start instants need no conversion.
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import signal
+import socket
+import subprocess
+import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -33,12 +39,15 @@ from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
 # ----------------------------------------------------------------------------- the child
 
 
-def child_main(config: RunConfig, share: Share, keep_records: bool, conn: Connection) -> None:
-    """Entry point of a worker process."""
+def child_main(fd: int) -> None:
+    """Entry point of a worker process (``python -m loadgen.workers FD``): the run's
+    configuration and this worker's share arrive first on the pipe."""
     from ..cli_common import event_loop_run
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(fd)
     try:
+        config, share, keep_records = conn.recv()
         event_loop_run(_serve(WorkerEngine(config, share, keep_records), conn))
     except (BrokenPipeError, EOFError, ConnectionResetError):
         pass  # the parent is gone: nothing left to report to
@@ -113,15 +122,11 @@ class ProcessWorker:
 
     kind = "process"
 
-    def __init__(self, config: RunConfig, share: Share, keep_records: bool,
-                 context: Any = None) -> None:
-        context = context or multiprocessing.get_context("spawn")
+    def __init__(self, config: RunConfig, share: Share, keep_records: bool) -> None:
         self.index = share.index
-        self._conn, child_conn = context.Pipe()
-        self.process = context.Process(target=child_main, name=f"loadgen-worker-{share.index}",
-                                       args=(config, share, keep_records, child_conn),
-                                       daemon=True)
-        self._child_conn = child_conn
+        self._job = (config, share, keep_records)
+        self.process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
         self._reply: asyncio.Future | None = None
         self.info: dict[str, Any] = {"index": share.index}
         self.latest: LevelReport | None = None  # last progress report (counters)
@@ -134,8 +139,15 @@ class ProcessWorker:
         """Start the process; wait for its target to open (raises WorkerFailed/WorkerDied)."""
         loop = asyncio.get_running_loop()
         self._reply = loop.create_future()
-        await asyncio.to_thread(self.process.start)
-        self._child_conn.close()  # ours closed, so the child's exit shows as EOF
+        ours, theirs = socket.socketpair()
+        with theirs:
+            # Its own session: a terminal's Ctrl-C reaches the parent only, which stops
+            # the workers through the pipe (and still collects what they measured).
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "loadgen.workers", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+        self._conn = Connection(ours.detach())
+        self._send(self._job)
         loop.add_reader(self._conn.fileno(), self._readable)
         message = await self._reply
         self.info.update(message[1], pid=self.process.pid)
@@ -147,20 +159,23 @@ class ProcessWorker:
     async def close(self, timeout_s: float = 5.0) -> None:
         """Ask the process to quit, then make sure it is gone (terminate, kill)."""
         self._send(("quit",))
-        await asyncio.to_thread(self._reap, timeout_s)
-        self._forget_reader()
-        self._conn.close()
+        if self.process is not None:
+            await asyncio.to_thread(self._reap, timeout_s)
+        if self._conn is not None:
+            self._forget_reader()
+            self._conn.close()
 
     def _reap(self, timeout_s: float) -> None:
-        if self.process.pid is None:  # never started
-            return
-        self.process.join(timeout_s)
-        if self.process.is_alive():
+        assert self.process is not None
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
             self.process.terminate()
-            self.process.join(2.0)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+            try:
+                self.process.wait(2.0)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
     # -- levels -------------------------------------------------------------------------
     async def warm_up(self, level: int, start_ns: int) -> None:
@@ -179,7 +194,7 @@ class ProcessWorker:
         return await self._reply
 
     def _send(self, message: tuple) -> None:
-        if self.died:
+        if self.died or self._conn is None:
             return
         try:
             self._conn.send(message)
@@ -205,10 +220,13 @@ class ProcessWorker:
 
     def _gone(self) -> None:
         self._forget_reader()
-        self.process.join(1.0)
-        code = self.process.exitcode
-        how = (f"was killed by signal {-code}" if code is not None and code < 0
-               else f"exited with status {code}")
+        assert self.process is not None
+        try:
+            code = self.process.wait(1.0)
+        except subprocess.TimeoutExpired:  # closed its end without exiting: make it exit
+            self.process.kill()
+            code = self.process.wait()
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
         self.died = f"worker {self.index} (pid {self.process.pid}) {how}"
         self._settle(WorkerDied(self.died))
 
