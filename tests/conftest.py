@@ -74,3 +74,12 @@ def script_status(monkeypatch):
         return script
 
     return install
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One real local Ray cluster for the session (2 CPUs), started on first use."""
+    ray = pytest.importorskip("ray", reason="Ray tests need loadgen[ray] (in the test extra)")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

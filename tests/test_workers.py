@@ -274,3 +274,53 @@ def test_a_killed_worker_is_reported_and_its_requests_kept(start_sim, tmp_path):
     assert level["requests"]["completed"] == sum(w["completed"] for w in level["workers"])
     assert decode_histogram(level["histograms"]["e2e_ms"]).get_total_count() == \
         level["requests"]["completed"]
+
+
+# --------------------------------------------------------------------------- SageMaker, scenarios
+
+
+def test_sagemaker_target_with_workers_resolves_credentials_in_each(tmp_path):
+    from sagemaker_server import SECRET_KEY, SageMakerTestServer
+    from test_sagemaker_cli import aws_env, shape
+
+    out_one, out_two = tmp_path / "one.json", tmp_path / "two.json"
+    with SageMakerTestServer() as server:
+        for out, workers in ((out_one, "1"), (out_two, "2")):
+            done = subprocess.run(
+                [*LOADGEN, "run", "--target", "sagemaker://openai", "--endpoint-url",
+                 server.url, "--concurrency", "3", "--requests", "9", "--output-tokens", "5",
+                 "--workers", workers, "--quiet", "--out", str(out)],
+                env=aws_env(tmp_path), capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+    one, two = json.loads(out_one.read_text()), json.loads(out_two.read_text())
+    level = two["levels"][0]
+    assert level["requests"]["completed"] == 9 and level["output_tokens"] == 45
+    assert [w["completed"] for w in level["workers"]] == [6, 3]
+    assert SECRET_KEY not in out_two.read_text()
+    # A merged level is the same document as a one-process level, plus ``workers``.
+    level.pop("workers")
+    assert shape(two["levels"]) == shape(one["levels"])
+
+
+def test_a_scenario_sweep_runs_on_workers(tmp_path, sim_url):
+    from loadgen.scenario import RunOptions, load_scenario, run_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text(f"""\
+name: w
+hardware: {{instance_type: test-box}}
+request: {{input_tokens: 8}}
+measurements:
+  single_stream: {{enabled: false}}
+  fixed_length: {{enabled: false}}
+  fidelity: {{enabled: false}}
+  sweep: {{concurrency: [3], requests_per_stream: 2, output_tokens: 4, workers: 2}}
+phases:
+  - {{label: a, checkpoint: a, target: "{sim_url}"}}
+""")
+    scenario = load_scenario(path, {}, environ={})
+    run = asyncio.run(run_scenario(scenario, RunOptions(tmp_path / "out"), log=lambda m: None))
+    assert [o.status for o in run.outcomes] == ["complete"]
+    level = json.loads((tmp_path / "out" / "phase-a.json").read_text())["measurements"]["sweep"][0]
+    assert level["requests"]["completed"] == 6
+    assert [w["completed"] for w in level["workers"]] == [4, 2]
