@@ -20,10 +20,8 @@ so the CPU figures are that run's alone:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -141,16 +139,11 @@ def accuracy(workers: int, concurrency: int) -> dict:
 
 
 def machine() -> dict:
-    try:
-        import uvloop  # noqa: F401
-        loop = "uvloop"
-    except ImportError:
-        loop = "asyncio"
-    load1, _, _ = os.getloadavg()
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "python": platform.python_version(), "cpu": platform.processor() or
-            platform.machine(), "cores": os.cpu_count(), "event_loop": loop,
-            "load_average_1min_at_start": round(load1, 2)}
+    """benchmarks/run.py's description, plus how busy the (shared) machine was."""
+    from run import machine as described  # this folder is on sys.path when run as a script
+
+    return {**described(), "time_utc": time.strftime("%H:%M", time.gmtime()),
+            "load_average_1min_at_start": round(os.getloadavg()[0], 2)}
 
 
 def isolated(*args: str) -> dict:

@@ -174,11 +174,14 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                               options=options, prompts=prompts,
                               server_metrics_interval_s=server_metrics_interval_s,
                               workers=workers, ray=ray, **sagemaker_options)
-    elif (target, tuple(loads), stop, options, prompts, ray, sagemaker_options) != \
-            (None, (), None, None, None, None, {}) or \
-            server_metrics_interval_s is not _UNSET or workers is not _UNSET:
-        raise ConfigError("pass either config=RunConfig(...) or the keywords it holds "
-                          "(target, loads, stop, options, ...), not both")
+    else:
+        keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
+                    "prompts": prompts, "ray": ray, **sagemaker_options,
+                    "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
+        given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
+        if given:
+            raise ConfigError(f"pass either config=RunConfig(...) or {', '.join(given)}, "
+                              "not both")
     return await run_config(config, target=given_object, out=out, control=control,
                             keep_records=keep_records, on_progress=on_progress,
                             on_level=on_level, log=log)

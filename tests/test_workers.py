@@ -152,11 +152,21 @@ def test_open_loop_schedule_over_workers_is_the_one_process_schedule(sim_url):
     assert tokens == [3] * 17
 
 
-def test_config_keyword_runs_the_same_as_keywords(sim_url):
-    config = RunConfig(loads=(ConstantConcurrency(2),), stop=StopRule(requests=4),
-                       target=TargetConfig(sim_url), prompts=PromptSource(8, 4), workers=2)
-    level = _level(asyncio.run(loadgen.run(config=config)))
-    assert level["requests"]["completed"] == 4 and level["output_tokens"] == 16
+def test_a_merged_result_reads_like_a_one_process_result(sim_url, tmp_path):
+    from click.testing import CliRunner
+    from loadgen.cli import cli
+
+    for workers in (1, 2):
+        config = RunConfig(loads=(ConstantConcurrency(2),), stop=StopRule(requests=4),
+                           target=TargetConfig(sim_url), prompts=PromptSource(8, 4),
+                           workers=workers)
+        result = asyncio.run(loadgen.run(config=config, out=tmp_path / f"w{workers}.json"))
+        assert _level(result)["requests"]["completed"] == 4
+        assert _level(result)["output_tokens"] == 16
+    done = CliRunner().invoke(cli, ["compare", str(tmp_path / "w1.json"),
+                                    str(tmp_path / "w2.json")], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert "TTFT p50" in done.output
 
 
 # --------------------------------------------------------------------------- stopping, deaths

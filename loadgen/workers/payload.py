@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine import LevelResult
 from ..load import Load
-from ..metrics import Counts, LevelMetrics, decode_histogram, summarize, UNIT_SCALE
+from ..metrics import UNIT_SCALE, Counts, LevelMetrics, decode_histogram, summarize
 from ..record import RequestRecord
 from ..selfcheck import ClientReport
 
