@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 
@@ -15,13 +16,26 @@ def client_session(timeouts: Timeouts, pool_size: int,
     """``pool_size`` connections (0 = unlimited), kept alive between requests.
 
     ``sock_read`` is the idle timeout: the longest gap allowed between two reads of a body.
+    A request made with ``trace_request_ctx=record`` gets ``record.sent_ns`` set when its
+    body has been written.
     """
     return aiohttp.ClientSession(
+        trace_configs=[_SENT_TRACE],
         connector=aiohttp.TCPConnector(limit=pool_size, limit_per_host=pool_size,
                                        keepalive_timeout=60),
         timeout=aiohttp.ClientTimeout(total=timeouts.total_s, sock_connect=timeouts.connect_s,
                                       sock_read=timeouts.idle_s),
         headers=headers, auto_decompress=False)
+
+
+async def _on_body_sent(session, context, params) -> None:
+    record = context.trace_request_ctx
+    if record is not None:
+        record.sent_ns = time.perf_counter_ns()
+
+
+_SENT_TRACE = aiohttp.TraceConfig()
+_SENT_TRACE.on_request_chunk_sent.append(_on_body_sent)
 
 
 def transport_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]:
