@@ -210,7 +210,8 @@ class HTTPPool:
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             try:
-                conn = await self._acquire()
+                # The retry takes a new connection: another idle one may be just as stale.
+                conn = await (self._connect_busy() if attempt else self._acquire())
             except (OSError, asyncio.TimeoutError) as err:
                 self.stats.connect_failures += 1
                 handler.on_failure(*_connect_failure(err, self.timeouts), time.perf_counter_ns())
@@ -246,6 +247,11 @@ class HTTPPool:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
+
+    async def _connect_busy(self) -> _Connection:
+        conn = await self._connect()
+        self._busy.add(conn)
+        return conn
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()

@@ -29,7 +29,7 @@ from ..record import Prompt, RequestRecord
 from .http1 import RequestHead
 from .http_pool import HTTPPool
 from .openai_response import OpenAIResponse, error_message
-from .session import client_session, transport_failure
+from .session import AiohttpTransport
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -64,11 +64,10 @@ class OpenAIHTTPTarget:
         self.model = options.model
         self.pool_size = pool_size
         self._endpoint = self.base + _PATHS[options.api]
-        self._session: aiohttp.ClientSession | None = None
+        self._aiohttp: AiohttpTransport | None = None
         self._pool: HTTPPool | None = None
         self._head: RequestHead | None = None
         self._api_key = os.environ.get(options.api_key_env) or None
-        self._aiohttp_reconnects = 0
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai-http", "url": self.base, "api": self.options.api,
@@ -79,15 +78,13 @@ class OpenAIHTTPTarget:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
         if self._pool is not None:
             return self._pool.statistics()
-        connector = self._session.connector if self._session is not None else None
-        return {"reconnects": self._aiohttp_reconnects,
-                "connections_open": len(getattr(connector, "_conns", {}) or {})}
+        return self._aiohttp.statistics() if self._aiohttp is not None else {}
 
     async def open(self) -> None:
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        self._session = client_session(self.options.timeouts, self.pool_size, headers)
+        self._aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size, headers)
         try:
             await self._preflight()
             if self.options.transport == "stream":
@@ -121,16 +118,16 @@ class OpenAIHTTPTarget:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._aiohttp is not None:
+            await self._aiohttp.close()
+            self._aiohttp = None
 
     async def _preflight(self) -> None:
         """GET /v1/models: proves the server is up, speaks OpenAI, accepts our key; picks the model."""
-        assert self._session is not None
+        assert self._aiohttp is not None
         url = self.base + "/v1/models"
         try:
-            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            async with self._aiohttp.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
                 body = await resp.read()
                 status = resp.status
         except aiohttp.ClientConnectorError as exc:
@@ -184,29 +181,6 @@ class OpenAIHTTPTarget:
 
     async def _send_aiohttp(self, body: bytes, record: RequestRecord,
                             response: OpenAIResponse) -> None:
-        assert self._session is not None, "open() the target first"
-        clock = time.perf_counter_ns
-        headers = {"X-Request-Id": str(record.request_id)}
-        for attempt in (0, 1):
-            try:
-                async with self._session.post(self._endpoint, data=body, headers=headers,
-                                              trace_request_ctx=record) as resp:
-                    response.on_headers(resp.status, resp.headers, clock())
-                    async for chunk in resp.content.iter_any():
-                        response.on_body(chunk, clock())
-                    response.on_complete(clock())
-                    return
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                if response.status == 0 and attempt == 0:
-                    # The server closed a pooled connection as the request went out
-                    # (llama.cpp closes after each stream): retry once on a fresh one.
-                    self._aiohttp_reconnects += 1
-                    continue
-                response.on_failure(*transport_failure(exc, self.options.timeouts), clock())
-                return
-            except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
-                response.on_failure(*transport_failure(exc, self.options.timeouts), clock())
-                return
-            except asyncio.CancelledError:
-                response.cut_short(clock())
-                raise
+        assert self._aiohttp is not None, "open() the target first"
+        await self._aiohttp.request(self._endpoint, body, {"X-Request-Id": str(record.request_id)},
+                                    record, response)

@@ -26,7 +26,6 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 import botocore.session
 import orjson
 
@@ -38,7 +37,7 @@ from .http1 import RequestHead
 from .http_pool import HTTPPool
 from .sagemaker_aws import AwsSetup, RequestSigner, host_header, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
-from .session import client_session, transport_failure
+from .session import AiohttpTransport
 from .sagemaker_formats import (
     AutoStreamParser,
     check_payload_format,
@@ -86,10 +85,9 @@ class SageMakerTarget:
                        "target_variant": target_variant, "custom_attributes": custom_attributes}
         self._aws: AwsSetup | None = None
         self._signer: RequestSigner | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._aiohttp: AiohttpTransport | None = None
         self._pool: HTTPPool | None = None
         self._head: RequestHead | None = None
-        self._aiohttp_reconnects = 0
         self._url = ""
         self.detected_format: str | None = None  # what ``auto`` found at preflight
 
@@ -126,7 +124,7 @@ class SageMakerTarget:
         if self.options.transport == "stream":
             self._start_pool()
         else:
-            self._session = client_session(self.options.timeouts, self.pool_size)
+            self._aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size)
         try:
             await self._preflight()
         except BaseException:
@@ -154,15 +152,15 @@ class SageMakerTarget:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
         if self._pool is not None:
             return self._pool.statistics()
-        return {"reconnects": self._aiohttp_reconnects}
+        return self._aiohttp.statistics() if self._aiohttp is not None else {}
 
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._aiohttp is not None:
+            await self._aiohttp.close()
+            self._aiohttp = None
         if self._signer is not None:
             await self._signer.aclose()
 
@@ -238,31 +236,8 @@ class SageMakerTarget:
 
     async def _send_aiohttp(self, body: bytes, headers: dict[str, str], record: RequestRecord,
                             response: SageMakerResponse) -> None:
-        assert self._session is not None
-        clock = time.perf_counter_ns
-        for attempt in (0, 1):
-            try:
-                async with self._session.post(self._url, data=body, headers=headers,
-                                              trace_request_ctx=record) as http_response:
-                    response.on_headers(http_response.status, http_response.headers, clock())
-                    async for chunk in http_response.content.iter_any():
-                        response.on_body(chunk, clock())  # timestamp first, then decode
-                        if response.broken:
-                            break  # exception frame or undecodable bytes: nothing more to read
-                    response.on_complete(clock())
-                    return
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as err:
-                if response.status == 0 and attempt == 0:  # a stale pooled connection
-                    self._aiohttp_reconnects += 1
-                    continue
-                response.on_failure(*transport_failure(err, self.options.timeouts), clock())
-                return
-            except (asyncio.TimeoutError, aiohttp.ClientError) as err:
-                response.on_failure(*transport_failure(err, self.options.timeouts), clock())
-                return
-            except asyncio.CancelledError:
-                response.cut_short(clock())
-                raise
+        assert self._aiohttp is not None
+        await self._aiohttp.request(self._url, body, headers, record, response)
 
 
 class SageMakerResponse:
@@ -284,10 +259,6 @@ class SageMakerResponse:
         self.detected_format: str | None = None
         self._headers: Any = {}
         self._body: list[bytes] = []
-
-    @property
-    def broken(self) -> bool:
-        return self.reader is not None and self.reader.broken
 
     def on_headers(self, status: int, headers, now_ns: int) -> None:
         self.status, self._headers = status, headers
