@@ -16,7 +16,7 @@ import click
 
 from . import __version__
 from .api import run_config
-from .config import APIS, RequestOptions, Timeouts
+from .config import APIS, TRANSPORTS, RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import run_async
 from .errors import ConfigError
@@ -103,6 +103,9 @@ def load_options(f: Callable) -> Callable:
                      show_default=True, help="Max seconds between two reads of a stream."),
         click.option("--connect-timeout", type=float, default=default(timeouts, "connect_s"),
                      show_default=True),
+        click.option("--transport", type=click.Choice(TRANSPORTS),
+                     default=default(request, "transport"), show_default=True,
+                     help="HTTP client: loadgen's streaming transport, or aiohttp (to compare)."),
         click.option("--server-metrics-interval", type=float,
                      default=default(RunConfig, "server_metrics_interval_s"), show_default=True,
                      metavar="S", help="vLLM HTTP targets: sample /metrics every S seconds "
@@ -138,7 +141,8 @@ def run_config_from(loads: Sequence[Load], kw: dict[str, Any]) -> RunConfig:
     options = RequestOptions(
         api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
         continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
-        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]))
+        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
+        transport=kw["transport"])
     texts = load_prompt_file(kw["prompts_file"]) if kw["prompts_file"] else ()
     target = TargetConfig(kw["target"], **{name: kw[name] for name in TargetConfig.__dataclass_fields__
                                            if name != "url"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -76,6 +77,8 @@ class LevelResult:
     start_ns: int = 0  # the measured window, perf_counter_ns (duration_s = end − start)
     end_ns: int = 0
     workers: list[dict[str, Any]] | None = None  # per-worker facts when workers ran the level
+    # The target's connection counters over the measured phase (opened, reconnects, ...).
+    connections: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -180,18 +183,24 @@ class _Level:
                                      tag=prompt.tag, request_id=index + 1)
 
     # -- load models ----------------------------------------------------------------------
-    async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
+    async def closed_loop(self, load: ConstantConcurrency, t0: int,
+                          tg: TaskGroup) -> set[asyncio.Task]:
         throttler = Throttler(1, period=1 / load.max_rate) if load.max_rate else None
 
         async def worker() -> None:
+            # A stream's next request is due the moment its previous response ended: any
+            # delay after that (task wake-up, building, writing) is the client's, and counts.
+            due = t0
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
-                prompt, rec = self._next_request(0)
-                rec.intended_ns = rec.start_ns = time.perf_counter_ns()
+                    due = max(due, time.perf_counter_ns())  # the cap's delay is intended
+                prompt, rec = self._next_request(due)
+                rec.start_ns = time.perf_counter_ns()
                 await self._send(prompt, rec)
+                due = rec.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
 
@@ -265,7 +274,7 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
             if on_progress:
                 helpers.append(tg.create_task(_progress_ticker(level, on_progress, t0)))
             if isinstance(level.load, ConstantConcurrency):
-                tasks = await level.closed_loop(level.load, tg)
+                tasks = await level.closed_loop(level.load, t0, tg)
             else:
                 tasks = await level.open_loop(level.load, t0, tg)
             helpers.append(tg.create_task(level.cancel_after_grace(tasks)))
@@ -292,7 +301,11 @@ class LevelRun:
 
 async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
                   how: LevelRun, start_ns: int | None = None) -> None:
-    """Send ``stop.warmup`` requests (this process's share of them), excluded from metrics."""
+    """Before a level: open the connections it needs (never inside a measured TTFT), then
+    send ``stop.warmup`` requests (this process's share of them), excluded from metrics."""
+    prepare = getattr(target, "prepare", None)
+    if prepare is not None and not how.control.stopped:
+        await prepare(connections_needed(load))
     if stop.warmup and not how.control.stopped:
         warm = _Level(target, load, stop, prompts, how.control, False, False, how.ids, how.share)
         await _run_phase(warm, None, start_ns=start_ns)
@@ -306,11 +319,16 @@ async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, 
     level = _Level(target, load, stop, prompts, how.control, True, how.keep_records, how.ids,
                    how.share, metrics)
     monitor = ClientMonitor()
+    before = _connection_counters(target)
     t0 = await _run_phase(level, on_progress, (monitor, *watchers), start_ns)
     end = max(level.last_end_ns, t0)
+    after = _connection_counters(target)
+    send_lag = level.metrics.summary_of("send_lag_ms")
     return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
-                       client=monitor.report(), partial=how.control.stopped,
-                       records=level.records, start_ns=t0, end_ns=end)
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       partial=how.control.stopped, records=level.records, start_ns=t0,
+                       end_ns=end,
+                       connections={k: v - before.get(k, 0) for k, v in after.items()})
 
 
 async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,
@@ -327,3 +345,24 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts
     await warm_up(target, load, stop, prompts, how)
     return await measure(target, load, stop, prompts, how, on_progress=on_progress,
                          watchers=watchers)
+
+
+def connections_needed(load: Load) -> int:
+    """Connections a level will use at once: its concurrency, its in-flight cap, or (open
+    loop without a cap) one second's worth of arrivals, at most 256."""
+    if isinstance(load, ConstantConcurrency):
+        return load.concurrency
+    if load.max_in_flight is not None:
+        return load.max_in_flight
+    return max(1, min(256, math.ceil(load.rate)))
+
+
+_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures")
+
+
+def _connection_counters(target: Target) -> dict[str, int]:
+    statistics = getattr(target, "statistics", None)
+    if statistics is None:
+        return {}
+    snapshot = statistics()
+    return {k: snapshot[k] for k in _COUNTERS if k in snapshot}

@@ -16,8 +16,15 @@ e2e_ms                 end − intended                                    µs
 itl_ms                 every gap between consecutive content chunks      µs
 tpot_ms                (e2e − ttft) / (n − 1)   (n ≥ 2)                  µs
 decode_tokens_per_s    (n − 1) / (e2e − ttft)   (n ≥ 2)                  milli-tok/s
-schedule_lag_ms        start − intended         (open loop)              µs
+schedule_lag_ms        start − intended         (when they differ)       µs
+send_lag_ms            sent − intended          (when sent is observed)  µs
 =====================  ================================================  ===========
+
+``sent`` is when the request's bytes were written to the socket. ``send_lag_ms`` is the
+client's own share of every latency above (scheduling, body building, connection, write):
+TTFT is measured from ``intended`` because that is what a user waits, and ``send_lag_ms``
+lets a reader tell client delay from server delay. In closed loop ``intended`` is when the
+stream's previous response ended (the level start for its first request).
 
 ttft/e2e/tpot/decode come from completed requests only. ITL gaps come from every
 request that streamed content, failed or cut off ones included: a gap that was
@@ -43,7 +50,7 @@ _LATENCY_RANGE = (1, 3_600_000_000, 3)
 # Decode rates in milli-tokens/s, 0.001 .. 10M tok/s.
 _RATE_RANGE = (1, 10_000_000_000, 3)
 
-LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms")
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms", "send_lag_ms")
 RATE_METRICS = ("decode_tokens_per_s",)
 ALL_METRICS = LATENCY_METRICS + RATE_METRICS
 # Scale from the histogram's integer unit to the reported unit.
@@ -115,6 +122,8 @@ class LevelMetrics:
         self._record_gaps(rec.content_ns)
         if rec.start_ns and rec.start_ns != rec.intended_ns:
             self._record("schedule_lag_ms", (rec.start_ns - rec.intended_ns) // 1000)
+        if rec.sent_ns:
+            self._record("send_lag_ms", (rec.sent_ns - rec.intended_ns) // 1000)
         if rec.incomplete:
             c.incomplete += 1
             return
@@ -149,6 +158,9 @@ class LevelMetrics:
             self._record("tpot_ms", decode_ns // (1000 * (n - 1)))
             # milli-tokens per second
             self._record("decode_tokens_per_s", (n - 1) * 10**12 // decode_ns)
+
+    def summary_of(self, metric: str) -> dict:
+        return summarize(self.hists[metric], UNIT_SCALE[metric], self.totals[metric])
 
     def summary(self) -> dict[str, dict]:
         return {m: summarize(h, UNIT_SCALE[m], self.totals[m]) for m, h in self.hists.items()}

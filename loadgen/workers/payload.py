@@ -43,6 +43,7 @@ class LevelReport:
     in_flight: int = 0
     client: ClientReport | None = None  # final reports only
     records: list[RequestRecord] | None = None  # final reports, with keep_records
+    connections: dict[str, int] | None = None  # final reports: the target's counters
     final: bool = False
     idle: bool = False  # the worker's share of the level was empty
 
@@ -113,9 +114,13 @@ def merge_level(load: Load, reports: list[LevelReport], start_ns: int,
     records = None
     if any(r.records is not None for r in reports):
         records = [rec for r in reports for rec in (r.records or [])]
+    connections: Counter[str] = Counter()
+    for report in reports:
+        connections.update(report.connections or {})
     return LevelResult(load=load, metrics=merge_metrics(reports),
                        duration_s=(end - start_ns) / 1e9, client=merge_client(reports),
-                       partial=partial, records=records, start_ns=start_ns, end_ns=end)
+                       partial=partial, records=records, start_ns=start_ns, end_ns=end,
+                       connections=dict(connections))
 
 
 __all__ = ["LevelReport", "merge_level", "merge_metrics", "worker_facts"]

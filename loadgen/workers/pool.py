@@ -90,13 +90,15 @@ class WorkerPool:
     async def level(self, index: int, load: Load, stop: StopRule, control: RunControl,
                     on_progress: Callable[[dict], None] | None = None) -> LevelResult:
         """Level ``index`` of the run on every live worker; the merged result."""
-        if stop.warmup:
-            start = self._start_ns()
-            workers = self.alive()
-            outcomes = await asyncio.gather(
-                *(h.warm_up(index, start + h.clock_offset_ns) for h in workers),
-                return_exceptions=True)
-            self._note_deaths(workers, outcomes)
+        # Every worker opens its connections (and sends its warm-up share) first, so the
+        # measured phase starts on ready connections everywhere at once.
+        # (Warm-up requests start together; opening connections needs no common start.)
+        start = self._start_ns() if stop.warmup else None
+        workers = self.alive()
+        outcomes = await asyncio.gather(
+            *(h.warm_up(index, None if start is None else start + h.clock_offset_ns)
+              for h in workers), return_exceptions=True)
+        self._note_deaths(workers, outcomes)
         workers = self.alive()
         start = self._start_ns()
         ticker = asyncio.ensure_future(self._progress(workers, start, on_progress)) \

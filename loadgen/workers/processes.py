@@ -178,7 +178,7 @@ class ProcessWorker:
                 self.process.wait()
 
     # -- levels -------------------------------------------------------------------------
-    async def warm_up(self, level: int, start_ns: int) -> None:
+    async def warm_up(self, level: int, start_ns: int | None) -> None:
         await self._call(("warm_up", level, start_ns))
 
     async def measure(self, level: int, start_ns: int) -> LevelReport:

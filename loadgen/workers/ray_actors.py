@@ -72,7 +72,7 @@ class RayWorker:
     def clock(self) -> int:
         return time.perf_counter_ns()
 
-    async def warm_up(self, level: int, start_ns: int) -> None:
+    async def warm_up(self, level: int, start_ns: int | None) -> None:
         await self.engine.warm_up(level, start_ns)
 
     async def measure(self, level: int, start_ns: int) -> LevelReport:
@@ -126,7 +126,7 @@ class RayWorkerHandle:
         assert best is not None
         return best
 
-    async def warm_up(self, level: int, start_ns: int) -> None:
+    async def warm_up(self, level: int, start_ns: int | None) -> None:
         await self._call(self.actor.warm_up.remote(level, start_ns))
 
     async def measure(self, level: int, start_ns: int) -> LevelReport:

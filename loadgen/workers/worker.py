@@ -58,7 +58,8 @@ class WorkerEngine:
         """Stop the run: no new request starts; in-flight ones are cancelled (incomplete)."""
         self.how.control.stop()
 
-    async def warm_up(self, level: int, start_ns: int) -> None:
+    async def warm_up(self, level: int, start_ns: int | None) -> None:
+        """Open this worker's connections for the level, then send its warm-up share."""
         part = worker_level(self.config.loads[level], self.config.stop, self.share)
         if part is not None:
             load, stop = part
@@ -81,7 +82,8 @@ class WorkerEngine:
             self._metrics = None
         return LevelReport.of(self.share.index, result.metrics, with_histograms=True,
                               start_ns=result.start_ns, end_ns=result.end_ns,
-                              client=result.client, records=result.records, final=True)
+                              client=result.client, records=result.records,
+                              connections=result.connections, final=True)
 
     def _note_progress(self, snapshot: dict) -> None:
         self._in_flight = snapshot["in_flight"]
