@@ -131,9 +131,10 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
     """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
     if stop is None:
         raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
-    unknown = sorted(set(sagemaker_options) - set(TargetConfig.__dataclass_fields__) - {"url"})
-    if unknown or "url" in sagemaker_options:
-        raise ConfigError(f"unknown keyword(s): {', '.join(unknown or ['url'])}")
+    known = set(TargetConfig.__dataclass_fields__) - {"url"}
+    unknown = sorted(set(sagemaker_options) - known)
+    if unknown:
+        raise ConfigError(f"unknown keyword(s): {', '.join(unknown)}")
     defaults = {name: value for name, value in (("server_metrics_interval_s",
                                                   server_metrics_interval_s),
                                                  ("workers", workers)) if value is not _UNSET}
@@ -259,5 +260,6 @@ async def run(target: str | Target | None = None, *, load: Load | None = None,
     return await sweep(target, stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "run_config", "build_config", "RunConfig", "TargetConfig", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
-           "RequestOptions", "PromptSource", "RunControl"]
+__all__ = ["sweep", "run", "run_config", "build_config", "make_target", "RunConfig",
+           "TargetConfig", "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions",
+           "PromptSource", "RunControl"]

@@ -334,3 +334,14 @@ phases:
     level = json.loads((tmp_path / "out" / "phase-a.json").read_text())["measurements"]["sweep"][0]
     assert level["requests"]["completed"] == 6
     assert [w["completed"] for w in level["workers"]] == [4, 2]
+
+
+def test_ray_without_the_extra_says_how_to_install_it(sim_url, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from loadgen.cli import cli
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if loadgen[ray] were not installed
+    done = CliRunner().invoke(cli, ["run", "--target", sim_url, "--requests", "1", "--ray",
+                                    "local", "--out", str(tmp_path / "r.json")])
+    assert done.exit_code == 2
+    assert done.output.strip() == "Error: --ray needs Ray: pip install 'loadgen[ray]'"
