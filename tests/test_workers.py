@@ -152,6 +152,20 @@ def test_open_loop_schedule_over_workers_is_the_one_process_schedule(sim_url):
     assert tokens == [3] * 17
 
 
+def test_a_large_final_report_arrives_whole(start_sim):
+    # ~0.5 MB of records per worker (1,000 chunk timestamps each): more than a socket
+    # buffer holds, so the final report must be written while the parent reads it.
+    url = start_sim(SimProfile(ttft_s=0.0, itl_s=0.0))
+    config = RunConfig(loads=(ConstantConcurrency(16),), stop=StopRule(requests=120),
+                       target=TargetConfig(url), prompts=PromptSource(8, 1000), workers=2,
+                       server_metrics_interval_s=None)
+    result = asyncio.run(loadgen.api.run_config(config, keep_records=True))
+    assert result.partial is False
+    records = result.levels[0].records
+    assert len(records) == 120 and sorted(r.request_id for r in records) == list(range(1, 121))
+    assert all(len(r.content_ns) >= 1 and r.output_tokens == 1000 for r in records)
+
+
 def test_a_merged_result_reads_like_a_one_process_result(sim_url, tmp_path):
     from click.testing import CliRunner
     from loadgen.cli import cli

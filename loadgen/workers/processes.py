@@ -21,13 +21,14 @@ system-wide, so start instants need no conversion.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Callable
 
 from ..engine import Share
 from ..errors import LoadgenError, one_line
@@ -35,6 +36,14 @@ from ..runconfig import RunConfig
 from .handle import WorkerDied, WorkerFailed
 from .payload import LevelReport
 from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
+
+def watch(loop: asyncio.AbstractEventLoop, conn: Connection, readable: Callable[[], None]) -> None:
+    """Call ``readable`` when ``conn`` has data. The pipe stays blocking (uvloop makes a
+    watched descriptor non-blocking): a whole message is read or written at once, and a
+    large final report is never cut off by EAGAIN."""
+    loop.add_reader(conn.fileno(), readable)
+    os.set_blocking(conn.fileno(), True)
+
 
 # ----------------------------------------------------------------------------- the child
 
@@ -70,7 +79,7 @@ async def _serve(worker: WorkerEngine, conn: Connection) -> None:
             worker.stop()
             commands.put_nowait(("quit",))
 
-    loop.add_reader(conn.fileno(), readable)
+    watch(loop, conn, readable)
     try:
         info = await worker.open()
     except LoadgenError as exc:
@@ -148,7 +157,7 @@ class ProcessWorker:
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
         self._conn = Connection(ours.detach())
         self._send(self._job)
-        loop.add_reader(self._conn.fileno(), self._readable)
+        watch(loop, self._conn, self._readable)
         message = await self._reply
         self.info.update(message[1], pid=self.process.pid)
         return self.info
