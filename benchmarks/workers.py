@@ -9,7 +9,8 @@ so the CPU figures are that run's alone:
 1. *throughput*: batched streaming (the simulator writes 64 SSE events per socket write,
    as fast as read), 4,096-token streams at concurrency 64: tokens/s and client
    CPU-seconds per million tokens (parent + workers: ``RUSAGE_CHILDREN`` counts the
-   reaped workers) for one process, one worker process behind the pool (the cost of
+   reaped workers; and inside the measured window alone, from each process's
+   self-check) for one process, one worker process behind the pool (the cost of
    IPC, progress reports and merging alone) and two worker processes. The simulator's
    own CPU says when it, not the client, is the bottleneck.
 2. *accuracy*: paced streaming (TTFT 50 ms, ITL 10 ms, 100 tokens) at concurrency 512
@@ -78,11 +79,19 @@ def _measure(url: str, mode: str, concurrency: int, requests: int) -> dict:
                        target=TargetConfig(url), prompts=loadgen.PromptSource(32, 4096),
                        server_metrics_interval_s=None, workers=workers)
     server0, cpu0, t0 = _get_json(url + "/sim/stats")["cpu_s"], _cpu_s(), time.perf_counter()
+    parent0 = time.process_time()
     if mode == "pool-1":
         level = _loop(_one_worker_via_pool(config))
     else:
         level = _loop(run_config(config)).levels[0]
+    # CPU inside the measured window only, from each generating process's self-check
+    # (the reports and histogram encoding run there); plus the coordinating parent's.
+    clients = [w["client"] for w in level.workers] if level.workers else [level.client.to_dict()]
+    level_cpu = sum(c["cpu_percent"] for c in clients) / 100 * level.duration_s
+    if level.workers:
+        level_cpu += time.process_time() - parent0
     return {"cpu_s": _cpu_s() - cpu0, "wall_s": time.perf_counter() - t0,
+            "level_cpu_s": level_cpu,
             "server_cpu_s": _get_json(url + "/sim/stats")["cpu_s"] - server0,
             "tokens": level.metrics.counts.output_tokens, "failed": level.metrics.counts.failed,
             "window_s": level.duration_s}
@@ -102,6 +111,7 @@ def throughput(mode: str, concurrency: int, requests: int) -> dict:
             "tokens_per_s": round(tokens / wall),
             "level_tokens_per_s": round(big["tokens"] / big["window_s"]),
             "client_cpu_s_per_m_tokens": round(cpu / tokens * 1e6, 2),
+            "level_cpu_s_per_m_tokens": round(big["level_cpu_s"] / big["tokens"] * 1e6, 2),
             "client_cpu_percent": round(100 * cpu / wall, 1),
             "server_cpu_percent": round(100 * (big["server_cpu_s"] - small["server_cpu_s"])
                                         / wall, 1),
