@@ -173,7 +173,7 @@ class SageMakerTarget:
             "endpoint_url": aws.endpoint_url if aws else self._endpoint_url_arg,
             "api": self.options.api, "model": self.options.model,
             "payload_format": self.payload_format, "detected_payload_format": self.detected_format,
-            "stream": self.options.stream,
+            "stream": self.options.stream, "transport": self.options.transport,
         }
         description.update({key: value for key, value in self._extra.items() if value is not None})
         return description
