@@ -50,9 +50,14 @@ class LevelReport:
     @classmethod
     def of(cls, worker: int, metrics: LevelMetrics, *, with_histograms: bool,
            **fields: Any) -> "LevelReport":
+        """A report of ``metrics``. Without histograms only the live counters are read, so
+        nothing is folded into histograms here (that stays off the request path)."""
+        if not with_histograms:
+            return cls(worker=worker, counts=metrics.statistics(), errors={}, totals={},
+                       histograms=None, **fields)
         return cls(worker=worker, counts=dataclasses.asdict(metrics.counts),
                    errors=dict(metrics.errors), totals=dict(metrics.totals),
-                   histograms=metrics.encoded() if with_histograms else None, **fields)
+                   histograms=metrics.encoded(), **fields)
 
     def statistics(self) -> dict[str, int]:
         """The same keys as :meth:`LevelMetrics.statistics`, for progress display."""
@@ -65,7 +70,7 @@ class LevelReport:
 def merge_metrics(reports: list[LevelReport]) -> LevelMetrics:
     """One :class:`LevelMetrics` holding every report's counts and histograms."""
     merged = LevelMetrics()
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for report in reports:
         counts.update(report.counts)
         merged.errors.update(report.errors)
@@ -75,7 +80,8 @@ def merge_metrics(reports: list[LevelReport]) -> LevelMetrics:
         for name, encoded in (report.histograms or {}).items():
             if name in merged.hists:
                 merged.hists[name].add(decode_histogram(encoded))
-    merged.counts = Counts(**{f.name: counts[f.name] for f in dataclasses.fields(Counts)})
+    for f in dataclasses.fields(Counts):
+        setattr(merged.counts, f.name, counts[f.name])
     return merged
 
 
