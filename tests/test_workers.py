@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -225,21 +226,30 @@ def _worker_pids(pid: int) -> set[int]:
     return found
 
 
-def _start(url: str, out: Path, duration_s: float, output_tokens: int) -> tuple[subprocess.Popen, set[int]]:
-    """A 2-worker run in its own session; returns once both workers are measuring."""
+def _finished(url: str) -> int:
+    with urllib.request.urlopen(url + "/sim/stats", timeout=10) as reply:
+        return json.loads(reply.read())["requests_finished"]
+
+
+def _start(url: str, out: Path, duration_s: float,
+           output_tokens: int) -> tuple[subprocess.Popen, set[int]]:
+    """A 2-worker run in its own session; returns once the simulator has finished a dozen
+    of its requests (both workers are measuring; a busy box makes start-up slow) and a
+    report with histograms has had time to reach the parent."""
+    before = _finished(url)
     proc = subprocess.Popen(
         [*LOADGEN, "run", "--target", url, "--concurrency", "4", "--duration", str(duration_s),
          "--output-tokens", str(output_tokens), "--workers", "2", "--out", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline and proc.poll() is None:
         workers = _worker_pids(proc.pid)
-        if len(workers) == 2:
-            time.sleep(3.0)  # both ready and measuring (spawn + preflight on a busy box)
+        if len(workers) == 2 and _finished(url) >= before + 12:
+            time.sleep(1.5)
             return proc, workers
         time.sleep(0.2)
     proc.kill()
-    raise AssertionError(f"two workers did not start: {proc.communicate()[1]}")
+    raise AssertionError(f"two workers did not start measuring: {proc.communicate()[1]}")
 
 
 def _gone_within(pids: set[int], seconds: float) -> bool:
@@ -254,7 +264,7 @@ def _gone_within(pids: set[int], seconds: float) -> bool:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_writes_merged_partial_results_and_leaves_no_process(start_sim, tmp_path,
                                                                       signum):
-    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.02))
+    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.01))
     out = tmp_path / "r.json"
     proc, workers = _start(url, out, duration_s=60, output_tokens=40)
     children = _descendants(proc.pid)
@@ -276,12 +286,14 @@ def test_a_signal_writes_merged_partial_results_and_leaves_no_process(start_sim,
 
 
 def test_a_killed_worker_is_reported_and_its_requests_kept(start_sim, tmp_path):
-    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.02))
+    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.01))
     out = tmp_path / "r.json"
-    proc, workers = _start(url, out, duration_s=6, output_tokens=20)
+    proc, workers = _start(url, out, duration_s=60, output_tokens=20)
     victim = min(workers)
     try:
         os.kill(victim, signal.SIGKILL)
+        time.sleep(1.0)  # the survivor goes on measuring; then end the run early
+        proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
