@@ -101,7 +101,7 @@ class WorkerPool:
         self._note_deaths(workers, outcomes)
         workers = self.alive()
         start = self._start_ns()
-        ticker = asyncio.ensure_future(self._progress(workers, start, on_progress)) \
+        ticker = asyncio.ensure_future(self._progress(start, on_progress)) \
             if on_progress else None
         try:
             outcomes = await asyncio.gather(
@@ -132,18 +132,21 @@ class WorkerPool:
                     self.dead.append(line)
                     self.log(f"warning: {line}")
 
-    async def _progress(self, workers: list[WorkerHandle], start_ns: int,
-                        on_progress: Callable[[dict], None]) -> None:
+    def statistics(self) -> dict[str, int]:
+        """Live totals of the level being measured, from the workers' last progress reports."""
         keys = ("completed", "failed", "incomplete", "dropped", "output_tokens", "in_flight")
+        totals = dict.fromkeys(keys, 0)
+        for handle in self.handles:
+            if handle.latest is not None:
+                for key, value in handle.latest.statistics().items():
+                    totals[key] += value
+        return totals
+
+    async def _progress(self, start_ns: int, on_progress: Callable[[dict], None]) -> None:
         while True:
             await asyncio.sleep(0.5)
-            totals = dict.fromkeys(keys, 0)
-            for handle in workers:
-                if handle.latest is not None:
-                    for key, value in handle.latest.statistics().items():
-                        totals[key] += value
-            totals["elapsed_s"] = max(0.0, (time.perf_counter_ns() - start_ns) / 1e9)
-            on_progress(totals)
+            elapsed_s = max(0.0, (time.perf_counter_ns() - start_ns) / 1e9)
+            on_progress({**self.statistics(), "elapsed_s": elapsed_s})
 
 
 def _kept(handle: WorkerHandle) -> LevelReport:
