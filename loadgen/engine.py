@@ -182,11 +182,17 @@ class _Level:
             # its bytes were written), not after it ends.
             due = t0
             upcoming: _Upcoming | None = None
+            loop = asyncio.get_running_loop()
 
             def build_next() -> None:
                 nonlocal upcoming
-                if self.limit is None or self.issued < self.limit:
+                if upcoming is None and not self.stopping and (
+                        self.limit is None or self.issued < self.limit):
                     upcoming = self._prepare_next()
+
+            def after_write() -> None:
+                # Not now: other streams of the same burst are waiting to write theirs.
+                loop.call_soon(build_next)
 
             while self._may_start():
                 if throttler is not None:
@@ -199,7 +205,7 @@ class _Level:
                 self.issued += 1
                 rec.intended_ns = due
                 rec.start_ns = time.perf_counter_ns()
-                await self._send(prompt, rec, prepared, build_next)
+                await self._send(prompt, rec, prepared, after_write)
                 due = rec.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
