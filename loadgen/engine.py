@@ -23,7 +23,7 @@ from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .metrics import LevelMetrics
 from .record import Prompt, RequestRecord
 from .selfcheck import ClientMonitor, ClientReport
-from .targets.base import Target
+from .targets.base import PreparedRequest, PreparingTarget, Target
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from taskgroup import TaskGroup
@@ -31,6 +31,8 @@ else:
     from asyncio import TaskGroup
 
 ProgressFn = Callable[[dict], None]
+# A request built ahead of its due time: prompt, record, and the target's prepared request.
+_Upcoming = tuple[Prompt, RequestRecord, "PreparedRequest | None"]
 
 
 class Prompts(Protocol):
@@ -131,6 +133,8 @@ class _Level:
         self.last_end_ns = 0
         self._stop_event = asyncio.Event()
         self._grace_s = stop.graceful_stop_s
+        # Checked once: isinstance against a runtime Protocol costs ~100 µs.
+        self._preparing = isinstance(target, PreparingTarget)
 
     # -- stopping -------------------------------------------------------------------------
     def begin_stop(self, grace_s: float | None = None) -> None:
@@ -152,10 +156,15 @@ class _Level:
             task.cancel()
 
     # -- requests -------------------------------------------------------------------------
-    async def _send(self, prompt: Prompt, rec: RequestRecord) -> None:
+    async def _send(self, prompt: Prompt, rec: RequestRecord,
+                    prepared: PreparedRequest | None = None,
+                    on_sent: Callable[[], None] | None = None) -> None:
         self.in_flight += 1
         try:
-            await self.target.send(prompt, rec)
+            if prepared is not None:
+                await self.target.send_prepared(prepared, rec, on_sent)  # type: ignore[attr-defined]
+            else:
+                await self.target.send(prompt, rec)
         except asyncio.CancelledError:
             rec.incomplete = True
             rec.end_ns = rec.end_ns or time.perf_counter_ns()
@@ -173,14 +182,32 @@ class _Level:
         if self.records is not None:
             self.records.append(rec)
 
-    def _next_request(self, intended_ns: int) -> tuple[Prompt, RequestRecord]:
-        """The next prompt of this process's share, and its record (id = run-wide index + 1)."""
-        self.issued += 1
+    def _next_prompt(self) -> tuple[Prompt, int]:
+        """The next prompt of this process's share, and its request id (run-wide index + 1)."""
         index = self.share.request_index(self.ids.value)
         self.ids.value += 1
-        prompt = self.prompts.prompt(index)
+        return self.prompts.prompt(index), index + 1
+
+    def _new_record(self, intended_ns: int) -> tuple[Prompt, RequestRecord]:
+        self.issued += 1
+        prompt, request_id = self._next_prompt()
         return prompt, RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
-                                     tag=prompt.tag, request_id=index + 1)
+                                     tag=prompt.tag, request_id=request_id)
+
+    def _prepare_next(self) -> _Upcoming:
+        """A stream's next request, built before it is due: prompt, record (its id is on the
+        wire) and, when the target can, the request itself (body, signature, bytes). It is
+        counted as issued only when it starts; one left over at the stop is never sent."""
+        prompt, request_id = self._next_prompt()
+        rec = RequestRecord(input_tokens=prompt.input_tokens, tag=prompt.tag,
+                            request_id=request_id)
+        prepared = None
+        if self._preparing:
+            try:
+                prepared = self.target.prepare(prompt, rec)
+            except Exception:  # noqa: BLE001 - sent unprepared, where a failure becomes data
+                prepared = None
+        return prompt, rec, prepared
 
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, t0: int,
@@ -190,16 +217,34 @@ class _Level:
         async def worker() -> None:
             # A stream's next request is due the moment its previous response ended: any
             # delay after that (task wake-up, building, writing) is the client's, and counts.
+            # So the next request is built while the current one is in flight (right after
+            # its bytes were written), not after it ends.
             due = t0
+            upcoming: _Upcoming | None = None
+            loop = asyncio.get_running_loop()
+
+            def build_next() -> None:
+                nonlocal upcoming
+                if upcoming is None and not self.stopping and (
+                        self.limit is None or self.issued < self.limit):
+                    upcoming = self._prepare_next()
+
+            def after_write() -> None:
+                # Not now: other streams of the same burst are waiting to write theirs.
+                loop.call_soon(build_next)
+
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
                     due = max(due, time.perf_counter_ns())  # the cap's delay is intended
-                prompt, rec = self._next_request(due)
+                prompt, rec, prepared = upcoming or self._prepare_next()
+                upcoming = None
+                self.issued += 1
+                rec.intended_ns = due
                 rec.start_ns = time.perf_counter_ns()
-                await self._send(prompt, rec)
+                await self._send(prompt, rec, prepared, after_write)
                 due = rec.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
@@ -221,7 +266,7 @@ class _Level:
                     self.metrics.add_dropped()
                     self.issued += 1
                     continue
-                prompt, rec = self._next_request(due)
+                prompt, rec = self._new_record(due)
                 task = tg.create_task(self._send(prompt, rec))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -231,14 +276,14 @@ class _Level:
 
 
 async def _fold_in_slices(metrics: LevelMetrics, interval_s: float = 0.05,
-                          slice_requests: int = 8) -> None:
+                          slice_requests: int = 4, pause_s: float = 0.001) -> None:
     """Move finished requests' values into the histograms off the request path: a few
-    requests at a time, yielding between slices, so no socket read waits behind a burst
-    of histogram work (hdrh records in pure Python)."""
+    requests at a time with a pause between slices, so a burst of sends or reads never
+    waits behind more than one short slice of histogram work (hdrh records in pure Python)."""
     while True:
         await asyncio.sleep(interval_s)
         while metrics.fold(slice_requests):
-            await asyncio.sleep(0)
+            await asyncio.sleep(pause_s)
 
 
 async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> None:
@@ -315,9 +360,9 @@ async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
                   how: LevelRun, start_ns: int | None = None) -> None:
     """Before a level: open the connections it needs (never inside a measured TTFT), then
     send ``stop.warmup`` requests (this process's share of them), excluded from metrics."""
-    prepare = getattr(target, "prepare", None)
-    if prepare is not None and not how.control.stopped:
-        await prepare(connections_needed(load))
+    open_connections = getattr(target, "open_connections", None)
+    if open_connections is not None and not how.control.stopped:
+        await open_connections(connections_needed(load))
     if stop.warmup and not how.control.stopped:
         warm = _Level(target, load, stop, prompts, how.control, False, False, how.ids, how.share)
         await _run_phase(warm, None, start_ns=start_ns)

@@ -163,7 +163,7 @@ def test_a_large_final_report_arrives_whole(start_sim):
     result = asyncio.run(loadgen.api.run_config(config, keep_records=True))
     assert result.partial is False
     records = result.levels[0].records
-    assert len(records) == 120 and sorted(r.request_id for r in records) == list(range(1, 121))
+    assert len(records) == 120 and len({r.request_id for r in records}) == 120
     assert all(len(r.content_ns) >= 1 and r.output_tokens == 1000 for r in records)
 
 
