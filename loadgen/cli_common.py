@@ -53,3 +53,16 @@ def run_async(coro_fn: Callable[..., Any]) -> Callable[..., Any]:
         return event_loop_run(coro_fn(*args, **kwargs))
 
     return one_line_errors(wrapper)
+
+
+class OneLineErrorsGroup(click.Group):
+    """A command group whose subcommands' usage errors (bad option values, unknown options,
+    ``--prompts DIR``) are one ``Error:`` line too, not click's usage block."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            raise UserError(f"{exc.format_message()} (see `{where} --help`)",
+                            exc.exit_code) from None

@@ -30,7 +30,7 @@ def test_closed_loop_sweep_counts_levels_and_tokens(sim_url):
     assert [lv["load"]["concurrency"] for lv in result["levels"]] == [1, 4]
     for lv in result["levels"]:
         assert lv["requests"] == {"completed": 8, "failed": 0, "incomplete": 0, "dropped": 0,
-                                  "errors": {}}
+                                  "errors": {}, "error_messages": {}}
         assert lv["output_tokens"] == 8 * 8  # ignore_eos: exactly max_tokens each
         assert lv["ttft_ms"]["count"] == 8 and lv["itl_ms"]["count"] == 8 * 7
         assert lv["output_tokens_per_s"] > 0 and lv["tokens_estimated_requests"] == 0
@@ -134,6 +134,10 @@ def test_failures_are_counted_by_type_not_raised(start_sim):
     assert req["errors"].get("http_500", 0) > 0 and req["errors"].get("http_429", 0) > 0
     assert set(req["errors"]) <= {"http_500", "http_429", "disconnected", "truncated_stream"}
     assert len(set(req["errors"])) >= 3  # mid-stream disconnects show up too
+    # What the server said is kept: a few distinct messages per error type.
+    assert set(req["error_messages"]) == set(req["errors"])
+    for kind, messages in req["error_messages"].items():
+        assert 1 <= len(messages) <= 3 and len(set(messages)) == len(messages), kind
 
 
 def test_open_loop_in_flight_cap_counts_dropped(start_sim):
