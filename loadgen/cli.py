@@ -19,7 +19,7 @@ from . import __version__
 from .api import sweep as api_sweep
 from .config import RequestOptions, Timeouts
 from .engine import RunControl
-from .cli_common import OneLineErrorsGroup, UserError, run_async
+from .cli_common import LoadgenGroup, UserError, run_async
 from .errors import ConfigError, RunStopped
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, load_prompt_file
@@ -249,7 +249,24 @@ def _all_errors(data: dict) -> dict[str, int]:
     return total
 
 
-@click.group(cls=OneLineErrorsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# Commands that live in their own modules, imported when used: name -> (where, short help).
+LAZY_COMMANDS = {
+    "compare": ("loadgen.cli_report:compare", "Compare two results files: fidelity, B/A ratios."),
+    "endpoint": ("loadgen.cli_endpoint:endpoint", "Deploy, inspect and delete SageMaker "
+                                                  "endpoints."),
+    "facts": ("loadgen.cli_endpoint:facts", "Deployment facts from vLLM (load time, KV "
+                                            "cache)."),
+    "mock-server": ("loadgen.simulator.cli:mock_server_command", "Serve the built-in vLLM "
+                                                                 "simulator."),
+    "report": ("loadgen.cli_report:report", "Reports from a results file or a scenario "
+                                            "directory."),
+    "scenario": ("loadgen.scenario.cli:scenario", "Comparison studies (A-B-A) from a "
+                                                  "scenario file."),
+}
+
+
+@click.group(cls=LoadgenGroup, lazy=LAZY_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="loadgen")
 def cli() -> None:
     """Load generator for LLM inference endpoints (vLLM HTTP, Amazon SageMaker)."""
@@ -280,16 +297,6 @@ async def sweep(concurrency: str | None, **kw: Any) -> None:
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
                         kw["max_rate"], kw["seed"])
     await _run_command(loads, kw)
-
-
-# Commands that live in their own modules.
-from .cli_endpoint import endpoint, facts  # noqa: E402
-from .cli_report import compare, report  # noqa: E402
-from .scenario.cli import scenario  # noqa: E402
-from .simulator import mock_server_command  # noqa: E402
-
-for _command in (mock_server_command, endpoint, facts, report, compare, scenario):
-    cli.add_command(_command)
 
 
 def main() -> None:

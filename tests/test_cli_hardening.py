@@ -267,3 +267,31 @@ def test_saturation_warning_suggests_uvloop_only_when_it_is_not_in_use():
     assert "loadgen[fast]" in asyncio.run(saturated())
     on_uvloop = uvloop.run(saturated())
     assert "client saturated" in on_uvloop and "loadgen[fast]" not in on_uvloop
+
+
+def test_help_imports_no_heavy_libraries_and_lists_every_command():
+    """`loadgen --help` stays fast: boto3, numpy, YAML, matplotlib, aiohttp load when used."""
+    code = ("import sys\nfrom loadgen.cli import cli\n"
+            "try:\n    cli(['--help'], prog_name='loadgen')\nexcept SystemExit:\n    pass\n"
+            "heavy = ('numpy', 'boto3', 'botocore', 'yaml', 'matplotlib', 'aiohttp')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    *help_lines, loaded = done.stdout.strip().splitlines()
+    assert loaded == "[]"
+    listed = {line.split()[0] for line in help_lines if line.startswith("  ")
+              and not line.strip().startswith("-")}
+    assert {"run", "sweep", "report", "compare", "endpoint", "facts", "scenario",
+            "mock-server"} <= listed
+
+
+def test_every_lazy_command_resolves_to_its_command():
+    import click
+
+    from loadgen.cli import LAZY_COMMANDS
+
+    with click.Context(cli) as ctx:
+        for name in LAZY_COMMANDS:
+            command = cli.get_command(ctx, name)
+            assert isinstance(command, click.Command) and command.name == name
