@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
 from click.testing import CliRunner
@@ -74,7 +75,7 @@ def test_sigterm_in_the_first_level_still_writes_a_file(start_sim, tmp_path):
                      "--output-tokens", "40", "--out", str(out))
     wait_for_line(proc.stdout, "model=")  # the header: the load starts now
     while requests_received(url) < 2:
-        pass
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, stderr = finish(proc)
     assert proc.returncode == 143, stderr
@@ -91,7 +92,7 @@ def test_two_fast_ctrl_c_still_write_what_was_measured(start_sim, tmp_path):
                      "--output-tokens", "40", "--out", str(out))
     wait_for_line(proc.stdout, "model=")
     while requests_received(url) < 2:
-        pass
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
@@ -122,7 +123,7 @@ def test_open_loop_far_behind_schedule_answers_ctrl_c(start_sim, tmp_path):
                      "--output-tokens", "4", "--out", str(out))
     wait_for_line(proc.stdout, "model=")
     while requests_received(url) < 10:
-        pass
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
     assert proc.returncode == 130, stderr
@@ -249,7 +250,6 @@ def test_a_failing_final_write_goes_to_a_fallback_file(sim_url, tmp_path, monkey
 
 def test_saturation_warning_suggests_uvloop_only_when_it_is_not_in_use():
     import asyncio
-    import time
 
     import uvloop
 
