@@ -132,7 +132,7 @@ def test_report_command_errors(tmp_path, setup, message):
     assert out.exit_code == 2 and message in out.output
     assert len(out.output.strip().splitlines()) == 1
     missing = CliRunner().invoke(report_command, [str(tmp_path / "nope")])
-    assert missing.exit_code == 2 and "not a directory" in missing.output
+    assert missing.exit_code == 2 and "no such file or directory" in missing.output
 
 
 def test_report_command_rejects_a_bad_price(tmp_path):
@@ -178,3 +178,24 @@ def test_non_streaming_phases_are_called_out(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "NON-STREAMING: qat" in text and "NON-STREAMING: bf16" not in text and "TTFT equals the end-to-end latency" in text
     assert out.summary["phases"][1]["target"]["stream"] is False
+
+
+def test_report_on_a_plain_sweep_results_file(sim_url, tmp_path):
+    """`loadgen report FILE.json` on what `loadgen sweep --out` wrote: no study sections."""
+    from loadgen.cli import cli
+
+    results = tmp_path / "sweep.json"
+    run = CliRunner().invoke(cli, ["sweep", "--target", sim_url, "--concurrency", "1,2",
+                                   "--requests", "3", "--output-tokens", "4", "--out",
+                                   str(results), "--quiet"])
+    assert run.exit_code == 0, run.output
+    out = CliRunner().invoke(cli, ["report", str(results), "--format", "md,json,csv"])
+    assert out.exit_code == 0, out.output
+    directory = tmp_path / "sweep-report"
+    assert {p.name for p in directory.iterdir()} == {"report.md", "summary.json", "report.csv"}
+    markdown = (directory / "report.md").read_text()
+    assert "## Throughput and cost per level" in markdown and "## Latency percentiles" in markdown
+    assert "drift" not in markdown.lower() and "## Comparison" not in markdown
+    assert "## Fidelity" not in markdown and "## Single-stream" not in markdown
+    assert "loadgen-sim, concurrency 2:" in markdown  # the levels are the headline
+    assert sim_url in markdown  # the phases table names the target

@@ -167,7 +167,8 @@ def test_a_failed_phase_is_reported_with_what_it_measured(study):
     assert [row["label"] for row in summary["comparison"]["levels"]] == ["concurrency 1"]
     text = render_markdown(summary)
     assert "- qat: endpoint went to Failed: out of memory" in text
-    assert "| qat | google/gemma-4-E2B-it-qat-w4a16-ct | sagemaker |" in text
+    assert ("| qat | google/gemma-4-E2B-it-qat-w4a16-ct | sagemaker "
+            "https://runtime.sagemaker.us-east-2.amazonaws.com |") in text
 
 
 def test_roles_follow_the_checkpoint_when_labels_are_unique(study):

@@ -156,12 +156,30 @@ def _headlines(summary: dict) -> list[str]:
     drift = summary["drift"]
     worst = f" (largest difference {percent(drift['worst'])}, tolerance " \
             f"{percent(drift['tolerance'])})" if drift.get("worst") is not None else ""
-    lines.append(f"A-B-A drift: {drift['verdict']}{worst}")
+    if _is_study(summary):
+        lines.append(f"A-B-A drift: {drift['verdict']}{worst}")
+        return lines
+    for p in summary["phases"]:  # a single run: its levels are the headline
+        for level in p["levels"]:
+            lines.append(f"{p['name']}, {level['label']}: {num(level['output_tokens_per_s'], 1)} "
+                         f"output tok/s, TTFT p50 {num(_stat(level, 'ttft_ms', 'p50'), 1)} ms")
     return lines
 
 
+def _is_study(summary: dict) -> bool:
+    """A comparison study (baseline and candidate, maybe a repeat), not a single run: only
+    then do comparison and A-B-A drift sections apply."""
+    return summary["roles"]["candidate"] is not None or summary["roles"]["baseline_repeat"] is not None
+
+
+def _target_name(target: dict) -> str:
+    """What was measured: the kind of target and its SageMaker endpoint or URL."""
+    parts = (target.get("kind"), target.get("endpoint") or target.get("url"))
+    return " ".join(str(part) for part in parts if part) or "–"
+
+
 def _phases(summary: dict) -> Section:
-    rows = tuple((p["name"], num(p["checkpoint"]), num(p["target"].get("kind")),
+    rows = tuple((p["name"], num(p["checkpoint"]), _target_name(p["target"]),
                   num(p["started_at"]), num(p["finished_at"]),
                   "SIMULATED" if p["simulated"] else "real", p["status"])
                  for p in summary["phases"])
@@ -287,6 +305,8 @@ def _fidelity(summary: dict) -> Section:
 
 def _drift(summary: dict) -> Section:
     drift = summary["drift"]
+    if not _is_study(summary):
+        return Section("A-B-A drift check")
     first, second = drift["phases"]
     blocks: list = [Paragraph(f"Verdict: {drift['verdict']}.", warning=drift["ok"] is False)]
     if drift["metrics"]:

@@ -70,7 +70,8 @@ def load_results_dir(directory: Path) -> tuple[list[dict], list[str], dict | Non
     """Phase results (with their file names) and the earlier summary, if any."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ConfigError(f"{directory}: not a directory; give the --out directory of a run")
+        raise ConfigError(f"{directory}: no such file or directory; give a results file "
+                          "(run/sweep --out) or a scenario's --out directory")
     results, names = [], []
     for path in sorted(directory.glob("*.json")):
         if path.name == SUMMARY_FILE:
@@ -137,3 +138,17 @@ def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS
     return write_reports(directory, results, formats=formats,
                          price_per_hour=run_info.get("price_per_hour"), run_info=run_info,
                          drift_tolerance=drift_tolerance, files=names)
+
+
+def report_file(path: Path, *, formats: Sequence[str] = REPORT_FORMATS,
+                price_per_hour: float | None = None,
+                drift_tolerance: float | None = None) -> tuple[Path, ReportOutput]:
+    """``loadgen report FILE.json``: reports on one ``run``/``sweep`` results file, written
+    to ``FILE-report/`` beside it (so several runs in one directory keep their reports)."""
+    path = Path(path)
+    result = read_results(path)
+    directory = path.with_name(f"{path.stem}-report")
+    output = write_reports(directory, [result], formats=formats, price_per_hour=price_per_hour,
+                           drift_tolerance=drift_tolerance or DEFAULT_DRIFT_TOLERANCE,
+                           files=[path.name])
+    return directory, output
