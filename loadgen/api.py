@@ -4,7 +4,7 @@
     result = asyncio.run(loadgen.sweep("http://127.0.0.1:8000",
                                        loads=[loadgen.ConstantConcurrency(c) for c in (1, 4, 16)],
                                        stop=loadgen.StopRule(requests=50)))
-    print(result.to_dict()["levels"][0]["output_tokens_per_s"])
+    print(result.levels[0].output_tokens_per_s, result.levels[0].ttft_ms.p99)
 """
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
 from .results import RunResult, now_iso
-from .targets.base import Target, open_target
+from .results_types import Results
+from .targets.base import Target
+
+# ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
+SIMULATOR = "simulator"
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
@@ -53,11 +57,14 @@ def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size:
 
 
 @contextlib.asynccontextmanager
-async def _resolve_target(target: str | Target | None, options: RequestOptions, pool_size: int,
+async def _resolve_target(target: str | Target, options: RequestOptions, pool_size: int,
                           sagemaker_options: dict,
                           control: RunControl) -> AsyncIterator[tuple[Target, bool]]:
     """Yield an opened target, and whether it is the built-in simulator."""
     if target is None:
+        raise ConfigError('no target: give a URL ("http://host:8000", "sagemaker://ENDPOINT"), '
+                          'a Target object, or target="simulator" for the built-in simulator')
+    if target == SIMULATOR:
         from .simulator import simulator_process
 
         with simulator_process() as url:
@@ -129,7 +136,7 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
     return level
 
 
-async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], stop: StopRule,
+async def sweep(target: str | Target, *, loads: Sequence[Load], stop: StopRule,
                 options: RequestOptions = RequestOptions(),
                 prompts: PromptSource = PromptSource(),
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
@@ -138,13 +145,14 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                 on_level: Callable[[LevelResult], None] | None = None,
                 on_start: Callable[[RunResult], None] | None = None,
                 server_metrics_interval_s: float | None = 1.0,
-                **sagemaker_options) -> RunResult:
-    """Run each load level in turn against ``target`` (URL, Target, or None = simulator).
+                **sagemaker_options) -> Results:
+    """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
+    ``"simulator"`` (the built-in simulator, in a child process).
 
     Each level is measured separately. With ``out``, the path is checked before any load is
     sent, and the results file is rewritten after every level (``"partial": true`` until the
     run ends), so an interrupted run keeps what it measured. If the file cannot be written
-    at the end after all, it goes to a fallback file (``RunResult.path``, ``write_error``).
+    at the end after all, it goes to a fallback file (``Results.path`` says where, ``write_error`` why).
     ``on_start(result)`` is called once the target answered its preflight, before any load.
     Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
@@ -184,14 +192,15 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
         result.partial = control.stopped or len(result.levels) < len(loads)
         if out is not None:
             result.save(out)
-        return result
+        return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
+                                 result.path, result.write_error)
 
 
-async def run(target: str | Target | None = None, *, load: Load, stop: StopRule,
-              **kwargs) -> RunResult:
+async def run(target: str | Target, *, load: Load, stop: StopRule,
+              **kwargs) -> Results:
     """One level: ``sweep`` with a single load."""
     return await sweep(target, loads=[load], stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
+__all__ = ["sweep", "run", "make_target", "SIMULATOR", "ConstantConcurrency", "ArrivalRate", "StopRule",
            "RequestOptions", "PromptSource", "RunControl"]

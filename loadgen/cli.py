@@ -16,6 +16,7 @@ import click
 import orjson
 
 from . import __version__
+from .api import SIMULATOR
 from .api import sweep as api_sweep
 from .config import RequestOptions, Timeouts
 from .engine import RunControl
@@ -25,6 +26,7 @@ from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, load_prompt_file
 from .progress import PlainProgress, make_progress, run_header
 from .results import RunResult, error_kinds, format_table
+from .results_types import Results
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -198,7 +200,7 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         progress.start()
 
     try:
-        result = await api_sweep(kw["target"], loads=loads, stop=stop,
+        result = await api_sweep(kw["target"] or SIMULATOR, loads=loads, stop=stop,
                                  options=_request_options(kw), prompts=prompts, out=out,
                                  control=control, on_start=started,
                                  on_progress=progress.update, on_level=progress.level_done,
@@ -215,7 +217,7 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     sys.exit(_report_outcome(result, data, out, to_stdout, signals))
 
 
-def _report_outcome(result: RunResult, data: dict, out: str | None, to_stdout: bool,
+def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: bool,
                     signals: _StopSignals) -> int:
     """Say where the results are and what happened; return the exit code."""
     if to_stdout:

@@ -122,7 +122,7 @@ def test_run_control_stop_marks_partial(start_sim):
 
     result = asyncio.run(main())
     assert result.partial and len(result.levels) == 1
-    assert result.levels[0].metrics.counts.incomplete == 2
+    assert result.levels[0].requests.incomplete == 2
 
 
 def test_failures_are_counted_by_type_not_raised(start_sim):
@@ -167,7 +167,7 @@ def test_api_key_required_is_an_auth_error_and_never_written(start_sim, monkeypa
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-123")
     out = tmp_path / "r.json"
     result = sweep(url, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=2), out=out)
-    assert result.levels[0].metrics.counts.completed == 2
+    assert result.levels[0].requests.completed == 2
     assert "sk-test-secret-123" not in out.read_text()
 
 
