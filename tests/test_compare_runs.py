@@ -103,7 +103,10 @@ def test_bootstrap_interval_is_reproducible_and_sensible():
     assert 0.50 < ci["low"] and ci["high"] < 0.53
     assert ci["method"] == "percentile bootstrap" and (ci["n_a"], ci["n_b"]) == (5, 5)
     assert bootstrap_ratio_ci(a, b, seed=1) != ci
-    assert bootstrap_ratio_ci([1.0], b) is None
+    assert bootstrap_ratio_ci([], b) is None
+    # Fewer than 5 on a side: no interval from resampling a handful of values.
+    small = bootstrap_ratio_ci(a[:4], b)
+    assert small["method"] == "n too small" and small["low"] is None and small["n_a"] == 4
     # Same numbers on both sides: the interval holds 1.
     same = bootstrap_ratio_ci(a, a)
     assert same["low"] <= 1.0 <= same["high"]

@@ -79,6 +79,8 @@ def percent(value: float | None) -> str:
 def interval(ci: dict | None) -> str:
     if not ci:
         return "–"
+    if ci.get("low") is None:
+        return f"n too small (n={ci['n_a']}/{ci['n_b']})"
     return f"{ci['low']:.2f}–{ci['high']:.2f}× ({ci['confidence'] * 100:.0f}%, n={ci['n_a']}/{ci['n_b']})"
 
 
@@ -95,6 +97,19 @@ def _plain(value: Any) -> str:
 
 def _stat(level: dict, metric: str, key: str) -> Any:
     return (level.get(metric) or {}).get(key)
+
+
+P99_MIN_SAMPLES = 100  # below this, a p99 is (nearly) the maximum
+FEW_SAMPLES_MARK = "†"
+
+
+def _percentile(level: dict, metric: str, key: str) -> str:
+    """A percentile cell; a p99 from fewer than 100 samples is flagged."""
+    text = num(_stat(level, metric, key), 1)
+    count = _stat(level, metric, "count") or 0
+    if key == "p99" and _stat(level, metric, key) is not None and count < P99_MIN_SAMPLES:
+        text += FEW_SAMPLES_MARK
+    return text
 
 
 # --------------------------------------------------------------------------- sections
@@ -140,7 +155,7 @@ def _headlines(summary: dict) -> list[str]:
         a, b = comparison["baseline"], comparison["candidate"]
         single = comparison["single_stream_decode"]
         if single:
-            ci = f", 95% CI {interval(single['ci'])}" if single["ci"] else ""
+            ci = f", confidence interval {interval(single['ci'])}" if single["ci"] else ""
             lines.append(f"Single-stream decode: {a} {num(single['a'], 1)} tok/s → {b} "
                          f"{num(single['b'], 1)} tok/s ({times(single['ratio'])}{ci})")
         costs = [f"{row['label']}: {money(m['a'])} → {money(m['b'])}"
@@ -236,10 +251,13 @@ def _latency(summary: dict) -> Section:
     picks = (("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99"), ("itl_ms", "p50"),
              ("itl_ms", "p90"), ("itl_ms", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50"),
              ("e2e_ms", "p99"))
-    columns = tuple((lambda lv, m=m, k=k: num(_stat(lv, m, k), 1)) for m, k in picks)
+    columns = tuple((lambda lv, m=m, k=k: _percentile(lv, m, k)) for m, k in picks)
     rows = _level_rows(summary, columns)
     headers = ("level", "phase", *(f"{m.split('_')[0].upper()} {k} ms" for m, k in picks))
-    blocks = [Table(headers, rows),
+    flagged = any(cell.endswith(FEW_SAMPLES_MARK) for row in rows for cell in row)
+    note = [Paragraph(f"{FEW_SAMPLES_MARK} fewer than {P99_MIN_SAMPLES} samples: such a p99 is "
+                      "close to the largest value seen, not a stable percentile.")] if flagged else []
+    blocks = [Table(headers, rows), *note,
               Figure("latency_ttft_ms", "TTFT percentile distribution"),
               Figure("latency_itl_ms", "Inter-token latency percentile distribution"),
               Figure("latency_e2e_ms", "End-to-end latency percentile distribution")]
@@ -255,11 +273,13 @@ def _comparison(summary: dict) -> Section:
     single = comparison["single_stream_decode"]
     if single:
         rows.append(("single stream", "decode tok/s (mean)", num(single["a"]),
-                     num(single["b"]), times(single["ratio"]), interval(single["ci"])))
+                     num(single["b"]), times(single["ratio"]), interval(single["ci"]),
+                     num(single.get("noise"))))
     fixed = comparison["fixed_length"]
     if fixed:
         rows.append(("fixed length", "generation time s (mean)", num(fixed["a_mean_s"]),
-                     num(fixed["b_mean_s"]), times(fixed["ratio"]), interval(fixed["ci"])))
+                     num(fixed["b_mean_s"]), times(fixed["ratio"]), interval(fixed["ci"]),
+                     num(fixed.get("noise"))))
     labels = {key: label for key, label, _, _ in LEVEL_METRICS}
     labels["cost_per_million_output_tokens"] = "$ per 1M output tokens"
     for row in comparison["levels"]:
@@ -268,11 +288,14 @@ def _comparison(summary: dict) -> Section:
             if m["a"] is not None or m["b"] is not None:
                 shown = money if key == "cost_per_million_output_tokens" else num
                 rows.append((row["label"], labels.get(key, key), shown(m["a"]), shown(m["b"]),
-                             times(m["ratio"]), "–"))
+                             times(m["ratio"]), interval(m.get("ci")), num(m.get("noise"))))
     note = Paragraph(f"Ratios are {b} / {a}: above 1× means {b} is higher (faster for tok/s, "
                      "slower for latencies and seconds, dearer for cost). Confidence "
-                     "intervals: percentile bootstrap over repeats, fixed seed.")
-    headers = ("level", "metric", a, b, f"{b} / {a}", "confidence interval")
+                     "intervals: percentile bootstrap over requests or repeats, fixed seed, "
+                     "none from fewer than 5 on a side (\"n too small\"). \"within noise\": "
+                     "the difference is no larger than the A-B-A repeat moved that metric, or "
+                     "the interval contains 1×.")
+    headers = ("level", "metric", a, b, f"{b} / {a}", "confidence interval", "vs noise")
     return Section(f"Comparison: {b} vs {a}", [note, Table(headers, tuple(rows))])
 
 
