@@ -28,10 +28,21 @@ def study_dir(tmp_path_factory):
     return directory, output
 
 
+PLOT_KEYS = ("decode", "throughput", "cost", "latency_ttft_ms", "latency_itl_ms",
+             "latency_e2e_ms", "latency_throughput")
+
+
 def test_all_formats_are_written(study_dir):
     directory, output = study_dir
-    assert {p.name for paths in output.files.values() for p in paths} == {
+    written = [p.relative_to(directory).as_posix() for paths in output.files.values()
+               for p in paths]
+    assert {w for w in written if "/" not in w} == {
         "summary.json", "report.md", "report.html", "report.csv", "fidelity.csv"}
+    # Every plot also as a file beside the report, to attach to a pull request.
+    plots = {w for w in written if w.startswith("plots/")}
+    assert plots == {f"plots/{key}.{ext}" for key in PLOT_KEYS for ext in ("png", "svg")}
+    assert (directory / "plots" / "cost.png").read_bytes().startswith(b"\x89PNG")
+    assert "<svg" in (directory / "plots" / "latency_itl_ms.svg").read_text()[:500]
     summary = json.loads((directory / "summary.json").read_text())
     assert summary == json.loads(json.dumps(output.summary))
     assert [p["file"] for p in summary["phases"]] == [
@@ -56,10 +67,12 @@ def test_html_is_self_contained_and_labelled(study_dir):
     assert 'id="simulated-banner"' in page and "SIMULATED DATA" in page
     keys = re.findall(r'<figure data-plot="([^"]+)"><img alt="[^"]*" '
                       r'src="data:image/png;base64,', page)
-    assert keys == ["decode", "throughput", "cost", "latency_ttft_ms", "latency_itl_ms",
-                    "latency_e2e_ms"]
-    # Nothing is fetched from anywhere: no external src/href, no script.
-    assert not re.search(r'(?:src|href)="(?!data:)', page)
+    assert keys == list(PLOT_KEYS)
+    # Nothing is fetched from anywhere: no external src/href (only links within the page).
+    assert not re.search(r'(?:src|href)="(?!data:|#)', page)
+    # A table of contents whose every link has its section.
+    targets = re.findall(r'<a href="#([^"]+)">', page)
+    assert len(targets) >= 8 and all(f'<section id="{t}">' in page for t in targets)
     assert "<script" not in page
 
 

@@ -260,7 +260,9 @@ def _latency(summary: dict) -> Section:
     blocks = [Table(headers, rows), *note,
               Figure("latency_ttft_ms", "TTFT percentile distribution"),
               Figure("latency_itl_ms", "Inter-token latency percentile distribution"),
-              Figure("latency_e2e_ms", "End-to-end latency percentile distribution")]
+              Figure("latency_e2e_ms", "End-to-end latency percentile distribution"),
+              Figure("latency_throughput", "TTFT against output tokens/s per level: where "
+                                           "latency starts to climb (the knee)")]
     return Section("Latency percentiles", blocks if rows else [])
 
 

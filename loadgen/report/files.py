@@ -22,6 +22,7 @@ from .markdown import render_markdown
 from .summary import build_summary, ordered_phases
 
 SUMMARY_FILE = "summary.json"
+PLOTS_DIR = "plots"  # beside report.html: every plot as PNG and SVG
 REPORT_FORMATS = ("md", "html", "json", "csv")
 _RESULT_KEYS = ("levels", "measurements", "fidelity")
 
@@ -107,16 +108,26 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
     if "md" in formats:
         written["md"] = [write_atomic(directory / "report.md", render_markdown(summary))]
     if "html" in formats:
-        from .plots import render_plots  # matplotlib is slow to import: only when drawing
-
-        page = render_html(summary, render_plots(summary, named))
-        written["html"] = [write_atomic(directory / "report.html", page)]
+        written["html"] = _write_html(directory, summary, named)
     if "csv" in formats:
         written["csv"] = [write_atomic(directory / "report.csv", levels_csv(summary))]
         answers = fidelity_csv(summary, named)
         if answers is not None:
             written["csv"].append(write_atomic(directory / "fidelity.csv", answers))
     return ReportOutput(summary, written)
+
+
+def _write_html(directory: Path, summary: dict, named: list[tuple[str, dict]]) -> list[Path]:
+    """report.html (plots embedded) and each plot as plots/KEY.png and plots/KEY.svg."""
+    from .plots import encode, render_figures  # matplotlib is slow to import: only when drawing
+
+    figures = render_figures(summary, named)
+    pngs = {key: encode(figure, "png") for key, figure in figures.items()}
+    paths = [write_atomic(directory / "report.html", render_html(summary, pngs))]
+    for key, figure in figures.items():
+        paths.append(write_atomic(directory / PLOTS_DIR / f"{key}.png", pngs[key]))
+        paths.append(write_atomic(directory / PLOTS_DIR / f"{key}.svg", encode(figure, "svg")))
+    return paths
 
 
 def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS,
