@@ -57,7 +57,9 @@ def test_markdown_has_the_studys_numbers_and_the_simulated_label(study_dir):
                    "bf16 #1 37/40, qat 37/40; 35/40 responses identical",
                    "A-B-A drift: within tolerance", "| model weights (GiB) | 9.75 | 8.01 | 9.75 |",
                    "| KV-cache capacity (tokens) | 723,484 | 867,999 | 723,484 |",
-                   "| price\\_per\\_hour | 1.1267 |"):
+                   "| price\\_per\\_hour | 1.1267 |",
+                   "Measured: bf16 #1: google/gemma-4-E2B-it at sagemaker ",
+                   "qat: google/gemma-4-E2B-it-qat-w4a16-ct at sagemaker", "Price: $1.1267/h."):
         assert needle in text, needle
     assert len(re.findall(r"^- .*\(expected \d+\): ", text, re.M)) == 5
 

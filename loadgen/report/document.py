@@ -144,8 +144,23 @@ def _overview(summary: dict) -> Section:
     if summary["run"].get("partial"):
         section.blocks.append(Paragraph("PARTIAL: at least one phase was interrupted; its "
                                         "numbers cover only what was measured.", warning=True))
+    section.blocks.append(Paragraph(_what_was_measured(summary)))
     section.blocks.append(Bullets(tuple(_headlines(summary))))
     return section
+
+
+def _what_was_measured(summary: dict) -> str:
+    """Names first: which model/checkpoint each phase served, where, on what, at what price."""
+    phases = "; ".join(f"{p['name']}: {num(p['checkpoint'])} at {_target_name(p['target'])}"
+                       for p in summary["phases"])
+    run = summary["run"]
+    instance = run.get("instance_type") or next(
+        (v for row in summary["deployment"] if row["key"] == "instance_type"
+         for v in row["values"] if v), None)
+    where = f" Instance: {instance}." if instance else ""
+    price = run.get("price_per_hour")
+    cost = f" Price: ${price}/h." if price else ""
+    return f"Measured: {phases}.{where}{cost}"
 
 
 def _headlines(summary: dict) -> list[str]:
