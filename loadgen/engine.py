@@ -10,6 +10,7 @@ deadline (none after Ctrl-C) and are then cancelled and counted incomplete.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -66,6 +67,8 @@ class LevelResult:
     partial: bool = False  # stopped early by RunControl
     records: list[RequestRecord] | None = None  # only with keep_records
     server: dict[str, Any] = field(default_factory=dict)
+    # The target's connection counters over the measured phase (opened, reconnects, ...).
+    connections: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,20 +148,25 @@ class _Level:
                              tag=prompt.tag, request_id=self.ids.value)
 
     # -- load models ----------------------------------------------------------------------
-    async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
+    async def closed_loop(self, load: ConstantConcurrency, t0: int,
+                          tg: TaskGroup) -> set[asyncio.Task]:
         throttler = Throttler(1, period=1 / load.max_rate) if load.max_rate else None
 
         async def worker() -> None:
+            # A stream's next request is due the moment its previous response ended: any
+            # delay after that (task wake-up, building, writing) is the client's, and counts.
+            due = t0
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
+                    due = max(due, time.perf_counter_ns())  # the cap's delay is intended
                 prompt = next(self.prompts)
-                now = time.perf_counter_ns()
-                rec = self._new_record(prompt, now)
-                rec.start_ns = now
+                rec = self._new_record(prompt, due)
+                rec.start_ns = time.perf_counter_ns()
                 await self._send(prompt, rec)
+                due = rec.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
 
@@ -199,6 +207,17 @@ class _Level:
         return tasks
 
 
+async def _fold_in_slices(metrics: LevelMetrics, interval_s: float = 0.05,
+                          slice_requests: int = 8) -> None:
+    """Move finished requests' values into the histograms off the request path: a few
+    requests at a time, yielding between slices, so no socket read waits behind a burst
+    of histogram work (hdrh records in pure Python)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        while metrics.fold(slice_requests):
+            await asyncio.sleep(0)
+
+
 async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> None:
     while True:
         await asyncio.sleep(0.5)
@@ -225,10 +244,11 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
     try:
         async with TaskGroup() as tg:
             helpers = [tg.create_task(w.run()) for w in watchers]
+            helpers.append(tg.create_task(_fold_in_slices(level.metrics)))
             if on_progress:
                 helpers.append(tg.create_task(_progress_ticker(level, on_progress, t0)))
             if isinstance(level.load, ConstantConcurrency):
-                tasks = await level.closed_loop(level.load, tg)
+                tasks = await level.closed_loop(level.load, t0, tg)
             else:
                 tasks = await level.open_loop(level.load, t0, tg)
             helpers.append(tg.create_task(level.cancel_after_grace(tasks)))
@@ -255,13 +275,42 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     """
     control = control or RunControl()
     ids = ids or RequestIds()
+    prepare = getattr(target, "prepare", None)
+    if prepare is not None and not control.stopped:
+        # Connection setup before the level, never inside a measured TTFT.
+        await prepare(connections_needed(load))
     if stop.warmup and not control.stopped:
         warm = _Level(target, load, stop, prompts, control, False, False, ids)
         await _run_phase(warm, None)
     level = _Level(target, load, stop, prompts, control, True, keep_records, ids)
     monitor = ClientMonitor()
+    before = _connection_counters(target)
     t0 = await _run_phase(level, on_progress, (monitor, *watchers))
     end = max(level.last_end_ns, t0)
+    after = _connection_counters(target)
+    send_lag = level.metrics.summary_of("send_lag_ms")
     return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
-                       client=monitor.report(), partial=control.stopped,
-                       records=level.records)
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       partial=control.stopped, records=level.records,
+                       connections={k: v - before.get(k, 0) for k, v in after.items()})
+
+
+def connections_needed(load: Load) -> int:
+    """Connections a level will use at once: its concurrency, its in-flight cap, or (open
+    loop without a cap) one second's worth of arrivals, at most 256."""
+    if isinstance(load, ConstantConcurrency):
+        return load.concurrency
+    if load.max_in_flight is not None:
+        return load.max_in_flight
+    return max(1, min(256, math.ceil(load.rate)))
+
+
+_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures")
+
+
+def _connection_counters(target: Target) -> dict[str, int]:
+    statistics = getattr(target, "statistics", None)
+    if statistics is None:
+        return {}
+    snapshot = statistics()
+    return {k: snapshot[k] for k in _COUNTERS if k in snapshot}

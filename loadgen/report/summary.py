@@ -27,7 +27,7 @@ from ..cost import check_price, cost_per_million_tokens
 
 SCHEMA = "loadgen.summary/1"
 STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",
-                "schedule_lag_ms")
+                "schedule_lag_ms", "send_lag_ms")
 # Deployment facts with a readable label (issue 4's keys); other scalar keys are shown
 # under their own name.
 DEPLOYMENT_LABELS = {
