@@ -72,8 +72,7 @@ class LiveProgress(PlainProgress):
 
     def __init__(self, n_levels: int, stop: StopRule, stream: TextIO) -> None:
         from rich.console import Console
-        from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.console = Console(file=stream, highlight=False)
         super().__init__(n_levels, self.console.print)
@@ -81,11 +80,10 @@ class LiveProgress(PlainProgress):
         # Requests when they end the level, else seconds; "whichever first" shows requests.
         self.unit = "requests" if stop.requests else "s"
         self.bar = Progress(
-            TextColumn("{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
+            TextColumn("{task.description}"), BarColumn(bar_width=16),
             TextColumn("{task.completed:.0f}/{task.total:.0f} " + self.unit),
             TextColumn("{task.fields[tok_s]:,.0f} tok/s  errors {task.fields[errors]}  "
-                       "in flight {task.fields[in_flight]}"),
-            TextColumn("ETA"), TimeRemainingColumn(),
+                       "in flight {task.fields[in_flight]}  ETA"), TimeRemainingColumn(),
             console=self.console, auto_refresh=False, transient=True)
         self.task: Any = None
 
@@ -108,8 +106,8 @@ class LiveProgress(PlainProgress):
         if self.task is not None:
             self.bar.remove_task(self.task)
             self.task = None
+            self.bar.refresh()  # before printing: a print redraws the last rendered bar
         super().level_done(level)
-        self.bar.refresh()
 
     def close(self) -> None:
         self.bar.stop()

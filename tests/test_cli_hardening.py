@@ -295,3 +295,37 @@ def test_every_lazy_command_resolves_to_its_command():
         for name in LAZY_COMMANDS:
             command = cli.get_command(ctx, name)
             assert isinstance(command, click.Command) and command.name == name
+
+
+def test_terminal_progress_shows_level_counts_rate_errors_in_flight_and_eta(start_sim, tmp_path):
+    """On a terminal (a pseudo-terminal here) the live display is drawn on stderr."""
+    import pty
+    import select
+
+    url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.02))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "run", "--target", url,
+                             "--concurrency", "2", "--requests", "8", "--output-tokens", "40",
+                             "--out", str(tmp_path / "r.json")],
+                            stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    drawn = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            drawn += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    proc.wait(timeout=30)
+    assert proc.returncode == 0
+    text = drawn.decode(errors="replace")
+    bar = next(line for line in text.split("\r") if "/8 requests" in line)
+    for fragment in ("[1/1] concurrency 2", "tok/s", "errors 0", "in flight", "ETA"):
+        assert fragment in bar, (fragment, bar)
+    assert "[1/1] concurrency 2: 8 ok, 0 failed" in text  # the finished level's line
