@@ -329,3 +329,19 @@ def test_terminal_progress_shows_level_counts_rate_errors_in_flight_and_eta(star
     for fragment in ("[1/1] concurrency 2", "tok/s", "errors 0", "in flight", "ETA"):
         assert fragment in bar, (fragment, bar)
     assert "[1/1] concurrency 2: 8 ok, 0 failed" in text  # the finished level's line
+
+
+def test_sigterm_stops_a_scenario_like_ctrl_c(tmp_path):
+    """A scenario stopped by SIGTERM tears down and keeps its phase files (no later phase)."""
+    from pathlib import Path
+
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "demo-simulated.yaml"
+    out = tmp_path / "study"
+    proc = start_cli("scenario", "run", str(scenario), "--simulate", "--time-scale", "40",
+                     "--out", str(out))
+    wait_for_line(proc.stderr, "phase 1/3")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = finish(proc)
+    assert proc.returncode == 130, stderr
+    assert "stopping: tearing down" in stderr and "phase 2/3" not in stderr
+    assert (out / "phase-bf16-a.json").exists()
