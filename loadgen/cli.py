@@ -196,7 +196,7 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     control = RunControl()
     signals = _StopSignals(control)
     signals.install()
-    progress = (PlainProgress(len(loads), lambda _: None) if quiet
+    progress = (PlainProgress(len(loads), diagnostic, level_lines=False) if quiet
                 else make_progress(len(loads), stop, sys.stderr, diagnostic))
 
     def started(result: RunResult) -> None:

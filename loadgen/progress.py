@@ -46,10 +46,12 @@ def level_line(index: int, total: int, level: LevelResult) -> str:
 class PlainProgress:
     """Off a terminal: the header, then one line per finished level (flushed at once)."""
 
-    def __init__(self, n_levels: int, echo: Callable[[str], None]) -> None:
+    def __init__(self, n_levels: int, echo: Callable[[str], None],
+                 level_lines: bool = True) -> None:
         self.n_levels = n_levels
         self.done = 0
         self.echo = echo
+        self.level_lines = level_lines  # False (--quiet): only warnings
 
     def start(self) -> None:
         pass
@@ -59,7 +61,8 @@ class PlainProgress:
 
     def level_done(self, level: LevelResult) -> None:
         self.done += 1
-        self.echo(level_line(self.done, self.n_levels, level))
+        if self.level_lines:
+            self.echo(level_line(self.done, self.n_levels, level))
         if level.client.warning:
             self.echo(f"warning: {level.load.label}: {level.client.warning}")
 
