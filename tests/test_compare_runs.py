@@ -138,6 +138,20 @@ def test_compare_runs_text(tmp_path):
         pytest.approx(2.05, abs=0.02)
 
 
+def test_compare_marks_decode_differences_against_noise():
+    """Per level, decode tok/s B/A gets a bootstrap interval from the per-request rates."""
+    bf16, qat, bf16_again = l4_study()
+    faster = compare_runs(bf16, qat, ("bf16", "qat"))
+    for row in faster["levels"]:
+        decode = row["metrics"]["decode_tokens_per_s"]
+        assert decode["ci"]["low"] > 1 and decode["noise"] == "beyond noise"
+    repeat = compare_runs(bf16, bf16_again, ("bf16", "bf16 again"))
+    assert {row["metrics"]["decode_tokens_per_s"]["noise"] for row in repeat["levels"]} == {
+        "within noise"}
+    text = format_comparison(repeat)
+    assert text.count("within noise") >= len(repeat["levels"])
+
+
 def test_compare_command(tmp_path):
     paths = write_study(tmp_path, l4_study(simulated=True))
     runner = CliRunner()
