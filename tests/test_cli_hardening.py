@@ -53,7 +53,7 @@ def requests_received(url: str) -> int:
 def test_sigterm_between_levels_stops_like_ctrl_c(start_sim, tmp_path):
     url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.01))
     out = tmp_path / "r.json"
-    proc = start_cli("sweep", "--target", url, "--concurrency", "1,2", "--duration", "1",
+    proc = start_cli("sweep", "--target", url, "--concurrency", "1,2", "--duration", "2",
                      "--graceful-stop", "0", "--output-tokens", "4", "--out", str(out))
     wait_for_line(proc.stderr, "[1/2]")
     # Written between levels: level 1 is in, and the file says the run is not complete.
@@ -305,7 +305,7 @@ def test_terminal_progress_shows_level_counts_rate_errors_in_flight_and_eta(star
     url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.02))
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "run", "--target", url,
-                             "--concurrency", "2", "--requests", "8", "--output-tokens", "40",
+                             "--concurrency", "2", "--requests", "6", "--output-tokens", "20",
                              "--out", str(tmp_path / "r.json")],
                             stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
@@ -325,10 +325,10 @@ def test_terminal_progress_shows_level_counts_rate_errors_in_flight_and_eta(star
     proc.wait(timeout=30)
     assert proc.returncode == 0
     text = drawn.decode(errors="replace")
-    bar = next(line for line in text.split("\r") if "/8 requests" in line)
+    bar = next(line for line in text.split("\r") if "/6 requests" in line)
     for fragment in ("[1/1] concurrency 2", "tok/s", "errors 0", "in flight", "ETA"):
         assert fragment in bar, (fragment, bar)
-    assert "[1/1] concurrency 2: 8 ok, 0 failed" in text  # the finished level's line
+    assert "[1/1] concurrency 2: 6 ok, 0 failed" in text  # the finished level's line
 
 
 def test_sigterm_stops_a_scenario_like_ctrl_c(tmp_path):
