@@ -51,7 +51,9 @@ def test_all_formats_are_written(study_dir):
 
 def test_markdown_has_the_studys_numbers_and_the_simulated_label(study_dir):
     text = (study_dir[0] / "report.md").read_text()
-    assert text.startswith("# loadgen report: benchmark (SIMULATED)")
+    # No scenario name: the title names what was compared.
+    assert text.startswith("# loadgen report: google/gemma-4-E2B-it vs "
+                           "google/gemma-4-E2B-it-qat-w4a16-ct (SIMULATED)")
     assert "> **SIMULATED: these numbers come from loadgen's built-in simulator" in text
     for needle in ("$6.86 → $3.67", "$0.51 → $0.29", "| concurrency 16 | qat | 40/0 | 1,077.25",
                    "bf16 #1 37/40, qat 37/40; 35/40 responses identical",

@@ -118,7 +118,10 @@ def _percentile(level: dict, metric: str, key: str) -> str:
 def build_document(summary: dict) -> tuple[str, list[Section]]:
     """The report title and its sections, in reading order."""
     run = summary["run"]
-    title = f"loadgen report: {run.get('scenario') or run.get('name') or 'benchmark'}"
+    served = list(dict.fromkeys(str(p["checkpoint"]) for p in summary["phases"]
+                                if p["checkpoint"]))
+    name = run.get("scenario") or run.get("name") or " vs ".join(served) or "benchmark"
+    title = f"loadgen report: {name}"
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
