@@ -22,7 +22,7 @@ from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .metrics import LevelMetrics
 from .record import Prompt, RequestRecord
 from .selfcheck import ClientMonitor, ClientReport
-from .targets.base import Target
+from .targets.base import PreparedRequest, PreparingTarget, Target
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from taskgroup import TaskGroup
@@ -30,6 +30,8 @@ else:
     from asyncio import TaskGroup
 
 ProgressFn = Callable[[dict], None]
+# A request built ahead of its due time: prompt, record, and the target's prepared request.
+_Upcoming = tuple[Prompt, RequestRecord, "PreparedRequest | None"]
 
 
 class Watcher(Protocol):
@@ -120,10 +122,15 @@ class _Level:
             task.cancel()
 
     # -- requests -------------------------------------------------------------------------
-    async def _send(self, prompt: Prompt, rec: RequestRecord) -> None:
+    async def _send(self, prompt: Prompt, rec: RequestRecord,
+                    prepared: PreparedRequest | None = None,
+                    on_sent: Callable[[], None] | None = None) -> None:
         self.in_flight += 1
         try:
-            await self.target.send(prompt, rec)
+            if prepared is not None:
+                await self.target.send_prepared(prepared, rec, on_sent)  # type: ignore[attr-defined]
+            else:
+                await self.target.send(prompt, rec)
         except asyncio.CancelledError:
             rec.incomplete = True
             rec.end_ns = rec.end_ns or time.perf_counter_ns()
@@ -147,6 +154,22 @@ class _Level:
         return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
                              tag=prompt.tag, request_id=self.ids.value)
 
+    def _prepare_next(self) -> _Upcoming:
+        """A stream's next request, built before it is due: prompt, record (its id is on the
+        wire) and, when the target can, the request itself (body, signature, bytes). It is
+        counted as issued only when it starts; one left over at the stop is never sent."""
+        prompt = next(self.prompts)
+        self.ids.value += 1
+        rec = RequestRecord(input_tokens=prompt.input_tokens, tag=prompt.tag,
+                            request_id=self.ids.value)
+        prepared = None
+        if isinstance(self.target, PreparingTarget):
+            try:
+                prepared = self.target.prepare(prompt, rec)
+            except Exception:  # noqa: BLE001 - sent unprepared, where a failure becomes data
+                prepared = None
+        return prompt, rec, prepared
+
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, t0: int,
                           tg: TaskGroup) -> set[asyncio.Task]:
@@ -155,17 +178,34 @@ class _Level:
         async def worker() -> None:
             # A stream's next request is due the moment its previous response ended: any
             # delay after that (task wake-up, building, writing) is the client's, and counts.
+            # So the next request is built while the current one is in flight (right after
+            # its bytes were written), not after it ends.
             due = t0
+            upcoming: _Upcoming | None = None
+            loop = asyncio.get_running_loop()
+
+            def build_next() -> None:
+                nonlocal upcoming
+                if upcoming is None and not self.stopping and (
+                        self.limit is None or self.issued < self.limit):
+                    upcoming = self._prepare_next()
+
+            def after_write() -> None:
+                # Not now: other streams of the same burst are waiting to write theirs.
+                loop.call_soon(build_next)
+
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
                     due = max(due, time.perf_counter_ns())  # the cap's delay is intended
-                prompt = next(self.prompts)
-                rec = self._new_record(prompt, due)
+                prompt, rec, prepared = upcoming or self._prepare_next()
+                upcoming = None
+                self.issued += 1
+                rec.intended_ns = due
                 rec.start_ns = time.perf_counter_ns()
-                await self._send(prompt, rec)
+                await self._send(prompt, rec, prepared, after_write)
                 due = rec.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
@@ -275,10 +315,10 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     """
     control = control or RunControl()
     ids = ids or RequestIds()
-    prepare = getattr(target, "prepare", None)
-    if prepare is not None and not control.stopped:
+    open_connections = getattr(target, "open_connections", None)
+    if open_connections is not None and not control.stopped:
         # Connection setup before the level, never inside a measured TTFT.
-        await prepare(connections_needed(load))
+        await open_connections(connections_needed(load))
     if stop.warmup and not control.stopped:
         warm = _Level(target, load, stop, prompts, control, False, False, ids)
         await _run_phase(warm, None)
