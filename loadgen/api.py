@@ -4,11 +4,12 @@
     result = asyncio.run(loadgen.sweep("http://127.0.0.1:8000",
                                        loads=[loadgen.ConstantConcurrency(c) for c in (1, 4, 16)],
                                        stop=loadgen.StopRule(requests=50)))
-    print(result.to_dict()["levels"][0]["output_tokens_per_s"])
+    print(result.levels[0].output_tokens_per_s, result.levels[0].ttft_ms.p99)
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -16,12 +17,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
-from .errors import ConfigError, LoadgenError
+from .atomic import check_writable
+from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
 from .results import RunResult, now_iso
+from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
-from .targets.base import Target, open_target
+from .targets.base import Target
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from taskgroup import TaskGroup
@@ -30,6 +33,9 @@ else:
 
 if TYPE_CHECKING:
     from .workers import WorkerPool
+
+# ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
+SIMULATOR = "simulator"
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
@@ -58,20 +64,56 @@ def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size:
 
 
 @contextlib.asynccontextmanager
-async def _resolve_target(target: str | Target | None, options: RequestOptions, pool_size: int,
-                          sagemaker_options: dict) -> AsyncIterator[tuple[Target, bool]]:
+async def _resolve_target(target: str | Target, options: RequestOptions, pool_size: int,
+                          sagemaker_options: dict,
+                          control: RunControl) -> AsyncIterator[tuple[Target, bool]]:
     """Yield an opened target, and whether it is the built-in simulator."""
     if target is None:
+        raise ConfigError('no target: give a URL ("http://host:8000", "sagemaker://ENDPOINT"), '
+                          'a Target object, or target="simulator" for the built-in simulator')
+    if target == SIMULATOR:
         from .simulator import simulator_process
 
         with simulator_process() as url:
-            async with open_target(make_target(url, options, pool_size)) as opened:
+            async with _opened(make_target(url, options, pool_size), control) as opened:
                 yield opened, True
         return
     if isinstance(target, str):
         target = make_target(target, options, pool_size, **sagemaker_options)
-    async with open_target(target) as opened:
+    async with _opened(target, control) as opened:
         yield opened, False
+
+
+@contextlib.asynccontextmanager
+async def _opened(target: Target, control: RunControl) -> AsyncIterator[Target]:
+    """Open (preflight) ``target`` and always close it; a stop during the preflight ends it.
+
+    A stalled server can hold a preflight for its whole timeout: Ctrl-C must not wait that out.
+    """
+    opening = asyncio.ensure_future(target.open())
+    stopped_by_control = False
+
+    def stop_opening() -> None:
+        nonlocal stopped_by_control
+        stopped_by_control = True
+        opening.cancel()
+
+    forget = control.on_stop(stop_opening)
+    if control.stopped:
+        stop_opening()
+    try:
+        await opening
+    except asyncio.CancelledError:
+        if stopped_by_control and opening.cancelled():
+            raise RunStopped("stopped before any load was sent (during the target's "
+                             "preflight): nothing was measured") from None
+        raise
+    finally:
+        forget()
+    try:
+        yield target
+    finally:
+        await target.close()
 
 
 async def _server_facts(target: Target) -> dict | None:
@@ -151,19 +193,24 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
                 on_level: Callable[[LevelResult], None] | None = None,
+                on_start: Callable[[RunResult], None] | None = None,
                 server_metrics_interval_s: float | None = _UNSET,
                 workers: Workers = _UNSET, ray: str | None = None,
                 config: RunConfig | None = None, log: Callable[[str], None] | None = None,
-                **sagemaker_options) -> RunResult:
-    """Run each load level in turn against ``target`` (URL, Target, or None = simulator).
+                **sagemaker_options) -> Results:
+    """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
+    ``"simulator"`` (the built-in simulator, in a child process).
 
     The run is either described by keywords (``loads``, ``stop``, ``options``, ``prompts``,
     ``server_metrics_interval_s``, ``workers``, ``ray``, SageMaker options) or given whole
     as ``config=RunConfig(...)``; not both.
 
-    Each level is measured separately. With ``out``, the results file is rewritten
-    after every level, so an interrupted run keeps what it measured (``partial``).
-    Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
+    Each level is measured separately. With ``out``, the path is checked before any load is
+    sent, and the results file is rewritten after every level (``"partial": true`` until the
+    run ends), so an interrupted run keeps what it measured. If the file cannot be written
+    at the end after all, it goes to a fallback file (``Results.path`` says where,
+    ``write_error`` why). ``on_start(result)`` is called once the target answered its
+    preflight, before any load. Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
     each level (None: don't). ``workers=N`` (or ``"auto"``) generates each level with N
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
@@ -171,7 +218,12 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     """
     given_object = target if target is not None and not isinstance(target, str) else None
     if config is None:
-        config = build_config(None if given_object else target, loads=loads, stop=stop,
+        if target is None:
+            raise ConfigError('no target: give a URL ("http://host:8000", '
+                              '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
+                              "for the built-in simulator")
+        url = None if given_object is not None or target == SIMULATOR else target
+        config = build_config(url, loads=loads, stop=stop,
                               options=options, prompts=prompts,
                               server_metrics_interval_s=server_metrics_interval_s,
                               workers=workers, ray=ray, **sagemaker_options)
@@ -183,9 +235,11 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
         if given:
             raise ConfigError(f"pass either config=RunConfig(...) or {', '.join(given)}, "
                               "not both")
-    return await run_config(config, target=given_object, out=out, control=control,
-                            keep_records=keep_records, on_progress=on_progress,
-                            on_level=on_level, log=log)
+    result = await run_config(config, target=given_object, out=out, control=control,
+                              keep_records=keep_records, on_progress=on_progress,
+                              on_level=on_level, on_start=on_start, log=log)
+    return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
+                             result.path, result.write_error)
 
 
 async def run_config(config: RunConfig, *, target: Target | None = None,
@@ -193,9 +247,14 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                      keep_records: bool = False,
                      on_progress: Callable[[Load, dict], None] | None = None,
                      on_level: Callable[[LevelResult], None] | None = None,
+                     on_start: Callable[[RunResult], None] | None = None,
                      log: Callable[[str], None] | None = None) -> RunResult:
-    """Run ``config`` (see :func:`sweep`); ``target``: an already built Target to use instead
-    of ``config.target`` (one process only: workers build their own from the URL)."""
+    """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
+    simulator); ``target``: an already built Target to use instead of ``config.target`` (one
+    process only: workers build their own from the URL). Returns the run with its
+    :class:`LevelResult` objects (``sweep`` turns it into typed :class:`Results`)."""
+    if out is not None:
+        check_writable(out)
     control = control or RunControl()
     count = config.worker_count()
     scaled = count > 1 or config.ray is not None
@@ -203,13 +262,13 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         raise ConfigError("workers build their own target: pass a URL, not a Target object")
     async with contextlib.AsyncExitStack() as stack:
         opened, simulated = await stack.enter_async_context(_resolve_target(
-            target or config.target.url, config.options, pool_size_for(config.loads),
-            config.target.sagemaker_options()))
+            target or config.target.url or SIMULATOR, config.options,
+            pool_size_for(config.loads), config.target.sagemaker_options(), control))
         pool = None
         if scaled:
             from .workers import worker_pool
 
-            if config.target.url is None:  # the simulator this run started
+            if simulated:  # the simulator this run started
                 config = config.with_target(opened.describe()["url"])
             pool = await stack.enter_async_context(worker_pool(config, count,
                                                                keep_records=keep_records,
@@ -223,6 +282,8 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         facts = await _server_facts(opened) if config.server_metrics_interval_s else None
         result.server = facts or {}
         sample_url = opened.describe()["url"] if facts is not None else None
+        if on_start:
+            on_start(result)
         for index, load in enumerate(config.loads):
             if control.stopped or (pool is not None and pool.broken):
                 break
@@ -238,28 +299,28 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                                              control=control, keep_records=keep_records,
                                              on_progress=progress, ids=ids)
             result.levels.append(level)
-            result.partial = level.partial
+            result.partial = True  # until the run has ended: a file written now is not complete
+            if out is not None:
+                result.save(out)
             if on_level:
                 on_level(level)
-            if out is not None:
-                result.write(out)
         result.target = opened.describe()
         result.finished_at = now_iso()
         result.partial = (control.stopped or len(result.levels) < len(config.loads)
                           or any(level.partial for level in result.levels))
         if out is not None:
-            result.write(out)
+            result.save(out)
         return result
 
 
 async def run(target: str | Target | None = None, *, load: Load | None = None,
-              stop: StopRule | None = None, **kwargs) -> RunResult:
+              stop: StopRule | None = None, **kwargs) -> Results:
     """One level: ``sweep`` with a single load (or ``config=`` holding one)."""
     if load is not None:
         kwargs["loads"] = [load]
     return await sweep(target, stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "run_config", "build_config", "make_target", "RunConfig",
+__all__ = ["sweep", "run", "run_config", "build_config", "make_target", "SIMULATOR", "RunConfig",
            "TargetConfig", "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions",
            "PromptSource", "RunControl"]

@@ -273,7 +273,7 @@ def test_a_signal_writes_merged_partial_results_and_leaves_no_process(start_sim,
     else:
         proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 128 + signum, stderr
     assert "Traceback" not in stderr
     data = json.loads(out.read_text())
     level = data["levels"][0]
