@@ -221,10 +221,11 @@ async def sweep(concurrency: str | None, **kw: Any) -> None:
 # Commands that live in their own modules.
 from .cli_endpoint import endpoint, facts  # noqa: E402
 from .cli_report import compare, report  # noqa: E402
+from .mcp.command import mcp_command  # noqa: E402
 from .scenario.cli import scenario  # noqa: E402
 from .simulator import mock_server_command  # noqa: E402
 
-for _command in (mock_server_command, endpoint, facts, report, compare, scenario):
+for _command in (mock_server_command, endpoint, facts, report, compare, scenario, mcp_command):
     cli.add_command(_command)
 
 
