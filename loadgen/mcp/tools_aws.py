@@ -168,7 +168,8 @@ def register(server: MCPServer, options: ServerOptions) -> None:
                        "from the server's environment when set.")] = None,
         instance_type: Annotated[str, Field(description="Instance type.")]
         = DEFAULT_INSTANCE_TYPE,
-        instance_count: Annotated[int, Field(ge=1)] = 1,
+        instance_count: Annotated[int, Field(ge=1, description="Instances behind the "
+                                  "endpoint.")] = 1,
         startup_timeout_s: Annotated[int | None, Field(ge=1, description="Container startup "
                                      "health check timeout (big models need more).")] = None,
         inference_ami_version: Annotated[str | None, Field(description="e.g. "
@@ -233,7 +234,8 @@ def register(server: MCPServer, options: ServerOptions) -> None:
         wait_timeout_s: Annotated[float, Field(gt=0, le=MAX_DEPLOY_WAIT_S, description="Give "
                                   "up waiting for the endpoint to be gone after this long.")]
         = 1800.0,
-        poll_interval_s: Annotated[float, Field(gt=0, le=60)] = 5.0,
+        poll_interval_s: Annotated[float, Field(gt=0, le=60, description="Seconds between "
+                                   "status polls.")] = 5.0,
         region: Region = None, endpoint_url: EndpointUrl = None,
     ) -> Deleted:
         """Delete an endpoint, its config and its model, and wait until the endpoint is gone.
