@@ -27,7 +27,7 @@ from ..atomic import write_atomic
 from ..engine import LevelResult, RunControl
 from ..errors import ConfigError, LoadgenError, one_line
 from ..load import Load
-from ..metrics import UNIT_SCALE, summarize
+from ..metrics import UNIT_SCALE
 from ..results import now_iso
 from .options import ServerOptions
 
@@ -44,6 +44,7 @@ LOAD, SCENARIO = "load", "scenario"
 RESULTS_FILE = "results.json"
 RUN_FILE = "run.json"
 LIVE_METRICS = ("ttft_ms", "itl_ms")
+LIVE_EVERY_S = 1.0
 _RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 _COUNTS = ("completed", "failed", "incomplete", "dropped", "output_tokens")
 
@@ -62,6 +63,8 @@ class LoadProgress:
         self.finished = dict.fromkeys(_COUNTS, 0)  # levels already measured
         self.current: dict = {}  # the running level's latest snapshot
         self._metrics = None  # the running level's live LevelMetrics
+        self._live: dict = {}  # its percentiles, as last read
+        self._live_at = float("-inf")
 
     def on_progress(self, load: Load, snap: dict) -> None:
         self.level = load.label
@@ -73,21 +76,32 @@ class LoadProgress:
         for key in _COUNTS:
             self.finished[key] += counts[key]
         self.levels_done += 1
-        self.current, self._metrics = {}, None
+        self.current, self._metrics, self._live_at = {}, None, float("-inf")
 
     def statistics(self) -> dict:
         """Counts over the whole run so far, and the running level's TTFT/ITL percentiles."""
         totals = {key: self.finished[key] + self.current.get(key, 0) for key in _COUNTS}
-        live = {}
-        if self._metrics is not None:
-            for name in LIVE_METRICS:
-                stats = summarize(self._metrics.hists[name], UNIT_SCALE[name])
-                live[name] = {"p50": stats["p50"], "p99": stats["p99"], "count": stats["count"]}
         return {**totals, "in_flight": self.current.get("in_flight", 0),
                 "level": self.level if self.current else None,
                 "level_elapsed_s": round(self.current.get("elapsed_s", 0.0), 1),
                 "levels_done": self.levels_done, "levels_total": self.levels_total,
-                "live": live}
+                "live": self._live_percentiles()}
+
+    def _live_percentiles(self) -> dict:
+        """TTFT/ITL p50 and p99 so far. Reading them walks the histograms (milliseconds) on
+        the loop the measurement runs on, so they are read at most once a second."""
+        if self._metrics is None:
+            return {}
+        now = time.monotonic()
+        if now - self._live_at >= LIVE_EVERY_S:
+            self._live, self._live_at = {}, now
+            for name in LIVE_METRICS:
+                hist = self._metrics.hists[name]
+                count = hist.get_total_count()
+                values = hist.get_percentile_to_value_dict([50, 99]) if count else {}
+                self._live[name] = {f"p{p}": (values[p] * UNIT_SCALE[name] if count else None)
+                                    for p in (50, 99)} | {"count": count}
+        return self._live
 
 
 @dataclass
