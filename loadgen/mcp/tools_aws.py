@@ -10,7 +10,6 @@ not to on failure), so an interrupted call does not leave an endpoint billing.
 
 import asyncio
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Callable
@@ -28,11 +27,6 @@ from ..facts import ServerFacts, format_facts_table, parse_startup_log
 from ..server_metrics import fetch_server_facts
 from .options import ServerOptions
 from .toolkit import AWS_S, bounded, refuse_without_deploy
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
 
 MAX_DEPLOY_WAIT_S = 3600.0
 Region = Annotated[str | None, Field(description="AWS region (default: the server's --region, "
@@ -95,24 +89,25 @@ class Facts(BaseModel):
 
 async def _in_thread(work: Callable[[Callable[[str, float], None]], Any],
                      ctx: Context | None) -> Any:
-    """``work(on_status)`` in a thread; its status lines go to the client as progress."""
-    status: dict[str, Any] = {"text": None}
+    """``work(on_status)`` in a thread; each new status line goes to the client as progress."""
+    lines: list[str] = []  # appended by the thread, read here (list.append is atomic)
 
     def on_status(text: str, elapsed_s: float) -> None:
-        status["text"] = f"{text} ({elapsed_s:.0f} s)"
+        line = f"{text} ({elapsed_s:.0f} s)"
+        if not lines or lines[-1] != line:
+            lines.append(line)
 
-    async def report(job: asyncio.Task) -> None:
-        sent, count = None, 0
+    job = asyncio.ensure_future(asyncio.to_thread(work, on_status))
+    try:
+        sent = 0
         while not job.done():
-            if ctx is not None and status["text"] not in (None, sent):
-                sent, count = status["text"], count + 1
-                await ctx.report_progress(count, None, sent)
             await asyncio.wait({job}, timeout=1.0)
-
-    async with TaskGroup() as tasks:
-        job = tasks.create_task(asyncio.to_thread(work, on_status))
-        tasks.create_task(report(job))
-    return job.result()
+            while ctx is not None and sent < len(lines):
+                sent += 1
+                await ctx.report_progress(sent, None, lines[sent - 1])
+        return job.result()
+    finally:
+        job.cancel()  # when we were cancelled: stop waiting (the thread itself runs on)
 
 
 def _deploy_limit(kwargs: dict) -> float:
