@@ -145,15 +145,15 @@ def test_aws_errors_are_one_line_tool_errors(moto, tmp_path):
                for text in (missing, bad_name, no_role))
 
 
-def test_a_deploy_that_never_gets_in_service_deletes_what_it_created(moto, tmp_path,
-                                                                     script_status):
-    script_status(*["Creating"] * 3)  # then it stays Creating
+def test_a_deploy_that_fails_deletes_what_it_created(moto, tmp_path, script_status):
+    reason = "The primary container did not pass the ping health check."
+    script_status("Creating", "Failed", failure_reason=reason)
 
     async def body(client):
-        error = await call_error(client, "deploy_endpoint", name="gemma-slow", image=IMAGE,
-                                 role=ROLE, wait_timeout_s=0.05, **QUICK)
+        error = await call_error(client, "deploy_endpoint", name="gemma-oom", image=IMAGE,
+                                 role=ROLE, **QUICK)
         return error, await call(client, "list_endpoints", include_orphans=True)
 
     error, listed = session(server_options(tmp_path, moto), body)
-    assert "did not reach InService" in error and "deleted what was created" in error
+    assert f"did not reach InService: {reason} (deleted what was created)" in error
     assert listed["endpoints"] == []
