@@ -139,7 +139,7 @@ def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
 def _progress_message(status: RunStatus) -> str:
     if status.kind != LOAD:
         return status.log_tail[-1] if status.log_tail else status.state
-    text = (f"{status.level or status.state} (level {status.levels_done + 1}/"
+    text = (f"{status.level or 'starting a level'} (level {status.levels_done + 1}/"
             f"{status.levels_total}): {status.completed} done, {status.failed} failed")
     for name, stats in (("TTFT", status.ttft_ms), ("ITL", status.itl_ms)):
         if stats is not None and stats.p50 is not None:
