@@ -45,6 +45,9 @@ def test_tool_list_has_the_fixed_names_typed_described_inputs_and_output_schemas
     assert set(by_name["deploy_endpoint"].input_schema["required"]) == {"name", "image"}
     assert by_name["compare_runs"].input_schema["required"] == ["a", "b"]
     assert by_name["get_report"].input_schema["properties"]["format"]["enum"] == ["md", "json"]
+    assert by_name["deploy_endpoint"].annotations.destructive_hint is True
+    assert by_name["delete_endpoint"].annotations.destructive_hint is True
+    assert by_name["list_runs"].annotations.read_only_hint is True
     status = by_name["run_status"].output_schema["properties"]
     assert {"state", "elapsed_s", "completed", "failed", "ttft_ms", "itl_ms"} <= set(status)
 

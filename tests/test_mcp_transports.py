@@ -9,7 +9,7 @@ import sys
 import time
 
 from click.testing import CliRunner
-from mcp import Client, StdioServerParameters
+from mcp import StdioServerParameters
 from mcp_session import call, session
 
 from loadgen.cli import cli

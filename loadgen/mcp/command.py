@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..cli_common import UserError, one_line_errors
-from .options import DEFAULT_WORKDIR, ServerOptions, is_loopback, parse_http_address
+from ..simulator.runners import is_loopback
+from .options import DEFAULT_WORKDIR, ServerOptions, parse_http_address
 
 INSTALL_HINT = "loadgen mcp needs the MCP SDK: pip install 'loadgen[mcp]'"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,12 +53,3 @@ def parse_http_address(text: str) -> tuple[str, int]:
     if not 0 < port < 65536:
         raise ConfigError(f"--http takes HOST:PORT or PORT, e.g. 127.0.0.1:8765 (got {text!r})")
     return host, port
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

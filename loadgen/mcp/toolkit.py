@@ -10,10 +10,16 @@ from typing import Any, Awaitable, Callable
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 from ..errors import LoadgenError
 
 ToolFn = Callable[..., Awaitable[Any]]
+
+# Hints for clients (e.g. to ask the user before a tool that changes the cloud).
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+CLOUD_CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                               open_world_hint=True)
 
 QUICK_S = 60.0  # tools that read files or the run table
 AWS_S = 180.0  # one control-plane call, with botocore's retries

@@ -26,7 +26,7 @@ from ..errors import AwsError, ConfigError
 from ..facts import ServerFacts, format_facts_table, parse_startup_log
 from ..server_metrics import fetch_server_facts
 from .options import ServerOptions
-from .toolkit import AWS_S, bounded, refuse_without_deploy
+from .toolkit import CLOUD_CHANGE, READ_ONLY, AWS_S, bounded, refuse_without_deploy
 
 MAX_DEPLOY_WAIT_S = 3600.0
 Region = Annotated[str | None, Field(description="AWS region (default: the server's --region, "
@@ -124,7 +124,7 @@ def register(server: MCPServer, options: ServerOptions) -> None:
     def record_path(name: str) -> Path:
         return options.deployments_dir / f"{name}.deployment.json"
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(AWS_S)
     async def list_endpoints(
         include_orphans: Annotated[bool, Field(description="Also list leftover models and "
@@ -136,17 +136,18 @@ def register(server: MCPServer, options: ServerOptions) -> None:
                                        **where_of(region, endpoint_url))
         return EndpointList(endpoints=[EndpointRow(**row) for row in rows])
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(AWS_S)
     async def endpoint_status(
         name: Annotated[str, Field(description="SageMaker endpoint name.")],
         region: Region = None, endpoint_url: EndpointUrl = None,
     ) -> EndpointStatus:
         """One endpoint's status (Creating, InService, Failed, ...) and FailureReason."""
-        info = await asyncio.to_thread(control.endpoint_status, name, **where_of(region, endpoint_url))
+        info = await asyncio.to_thread(control.endpoint_status, name,
+                                       **where_of(region, endpoint_url))
         return EndpointStatus(**info)
 
-    @server.tool()
+    @server.tool(annotations=CLOUD_CHANGE)
     @bounded(_deploy_limit)
     async def deploy_endpoint(
         name: Annotated[str, Field(description="Endpoint name (model and config names are "
@@ -194,18 +195,21 @@ def register(server: MCPServer, options: ServerOptions) -> None:
         where = where_of(region, endpoint_url)
 
         def work(on_status: Callable[[str, float], None]) -> Any:
+            def teardown(dep: Any) -> None:
+                control.delete_deployment(dep, poll_s=poll_interval_s, on_status=on_status)
+
             try:
-                return control.deploy_endpoint(spec, record_path=record_path(name),
-                                       poll_s=poll_interval_s, wait_timeout_s=wait_timeout_s,
-                                       facts_wait_s=facts_wait_s, on_status=on_status,
-                                       cancel=cancel, **where)
+                return control.deploy_endpoint(
+                    spec, record_path=record_path(name), poll_s=poll_interval_s,
+                    wait_timeout_s=wait_timeout_s, facts_wait_s=facts_wait_s,
+                    on_status=on_status, cancel=cancel, **where)
             except DeployCancelled as err:  # the call was cancelled or timed out: clean up
-                control.delete_deployment(err.deployment, poll_s=poll_interval_s, on_status=on_status)
+                teardown(err.deployment)
                 raise
             except DeployFailed as err:
                 if not delete_on_failure:
                     raise
-                control.delete_deployment(err.deployment, poll_s=poll_interval_s, on_status=on_status)
+                teardown(err.deployment)
                 raise AwsError(f"endpoint '{name}' did not reach InService: "
                                f"{err.deployment.failure_reason} (deleted what was "
                                "created)") from None
@@ -221,7 +225,7 @@ def register(server: MCPServer, options: ServerOptions) -> None:
                         aws_seconds_to_in_service=dep.aws_seconds_to_in_service,
                         record=str(dep.record_path), facts=dep.facts, deployment=dep.to_json())
 
-    @server.tool()
+    @server.tool(annotations=CLOUD_CHANGE)
     @bounded(lambda kwargs: (kwargs.get("wait_timeout_s") or 0) + AWS_S)
     async def delete_endpoint(
         name: Annotated[str, Field(description="Endpoint name.")],
@@ -254,7 +258,7 @@ def register(server: MCPServer, options: ServerOptions) -> None:
         return Deleted(deleted=list(teardown.deleted), already_gone=list(teardown.already_gone),
                        seconds=round(teardown.seconds, 1))
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(AWS_S)
     async def deployment_facts(
         log_file: Annotated[str | None, Field(description="A vLLM server's log file.")] = None,

@@ -16,7 +16,7 @@ from ..report.files import read_json
 from ..results import format_table
 from .loadrun import SIMULATOR, LoadRequest, measure
 from .runs import ENDED, LOAD, RESULTS_FILE, RUNNING, Run, RunManager
-from .toolkit import QUICK_S, bounded
+from .toolkit import READ_ONLY, QUICK_S, bounded
 
 MAX_WAIT_S = 300.0  # run_status's longest wait
 CANCEL_WAIT_S = 60.0  # cancel_run waits this long for the run to write what it measured
@@ -243,7 +243,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         return StartedRun(run_id=run.run_id, state=run.state, results=results_uri(run.run_id),
                           directory=str(run.directory), notes=notes, request=run.request)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(lambda kwargs: min(kwargs.get("wait_s") or 0.0, MAX_WAIT_S) + QUICK_S)
     async def run_status(
         run_id: Annotated[str, Field(description="The id start_run or run_scenario returned.")],
@@ -277,7 +277,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         await manager.wait(run, CANCEL_WAIT_S)
         return _status(manager, run_id)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(QUICK_S)
     async def get_results(
         run_id: Annotated[str, Field(description="A run id (list_runs shows them).")],
@@ -306,7 +306,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         simulated = bool(((summary or {}).get("run") or {}).get("simulated"))
         return out.model_copy(update={"summary": summary, "simulated": simulated})
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(QUICK_S)
     async def list_runs() -> RunList:
         """Every run in this server's work directory (also those of earlier sessions),

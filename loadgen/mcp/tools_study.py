@@ -21,7 +21,7 @@ from ..scenario.params import parse_param_options
 from ..scenario.phase import COMPLETE
 from ..scenario.schema import Scenario
 from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager
-from .toolkit import QUICK_S, bounded, refuse_without_deploy
+from .toolkit import READ_ONLY, QUICK_S, bounded, refuse_without_deploy
 from .tools_runs import StartedRun, results_uri
 
 REPORT_S = 120.0  # building a report reads every phase file (and bootstraps CIs)
@@ -90,7 +90,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
     """Add the scenario, report and comparison tools to ``server``."""
     options = manager.options
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(QUICK_S)
     async def validate_scenario(
         file: Annotated[str, Field(description="Scenario YAML file.")],
@@ -170,7 +170,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         return Report(directory=str(directory), format=format, text=text,
                       summary=output.summary if format == "json" else None, files=files)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     @bounded(QUICK_S)
     async def compare_runs(
         a: Annotated[str, Field(description="Run A, the baseline: a start_run run id or a "
