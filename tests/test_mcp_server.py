@@ -21,7 +21,7 @@ TOOLS = {"list_endpoints", "endpoint_status", "deploy_endpoint", "delete_endpoin
          "deployment_facts", "start_run", "run_status", "cancel_run", "get_results",
          "run_scenario", "validate_scenario", "get_report", "compare_runs", "list_runs"}
 # Slow enough that a run's numbers are the simulator's, not the client's noise.
-STEADY = SimProfile(ttft_s=0.05, itl_s=0.01, batch_slowdown=0.0)
+STEADY = SimProfile(ttft_s=0.1, itl_s=0.02, batch_slowdown=0.0)
 
 
 def options(tmp_path: Path, **limits) -> ServerOptions:
@@ -81,8 +81,10 @@ def test_start_run_polled_to_completion_equals_a_cli_run_of_the_same_load(tmp_pa
     assert mcp_level["load"] == cli_level["load"]
     assert mcp_level["requests"] == cli_level["requests"]
     assert mcp_level["output_tokens"] == cli_level["output_tokens"] == 80
-    for metric in ("ttft_ms", "itl_ms", "e2e_ms"):  # within noise: same simulator, same load
-        ratio = mcp_level[metric]["p50"] / cli_level[metric]["p50"]
+    # Within noise: same simulator, same load. ITL by its mean: on a busy machine a late
+    # read bunches chunks, which moves ITL's median but not its mean.
+    for metric, stat in (("ttft_ms", "p50"), ("e2e_ms", "p50"), ("itl_ms", "mean")):
+        ratio = mcp_level[metric][stat] / cli_level[metric][stat]
         assert 0.67 < ratio < 1.5, (metric, mcp_level[metric], cli_level[metric])
 
 
