@@ -15,7 +15,8 @@ from ..errors import ConfigError
 from ..report.files import read_json
 from ..results import format_table
 from .loadrun import SIMULATOR, LoadRequest, measure
-from .runs import ENDED, LOAD, RESULTS_FILE, RUNNING, Run, RunManager
+from .runs import (CANCELLED, COMPLETED, ENDED, LOAD, RESULTS_FILE, RUNNING, SCENARIO, LoadProgress,
+                   Run, RunManager)
 from .toolkit import READ_ONLY, QUICK_S, bounded
 
 MAX_WAIT_S = 300.0  # run_status's longest wait
@@ -103,24 +104,28 @@ def run_target(record: dict) -> str | None:
 
 
 def _status(manager: RunManager, run_id: str) -> RunStatus:
+    """A run's status: live while this server runs it, else from its files."""
     record = manager.record(run_id)
     status = RunStatus(run_id=run_id, kind=record["kind"], state=record["state"],
                        elapsed_s=record.get("elapsed_s") or 0.0, target=run_target(record),
                        error=record.get("error"), notes=record.get("notes") or [],
-                       results=results_uri(run_id))
-    status.partial = status.state not in (RUNNING, "completed")
+                       results=results_uri(run_id),
+                       partial=record["state"] not in (RUNNING, COMPLETED))
     run = manager.runs.get(run_id)
-    if run is not None and run.kind != LOAD:
+    if run is not None and run.kind == SCENARIO:
         status.log_tail = list(run.log)[-10:]
-    if run is not None and run.state == RUNNING and run.progress is not None:
-        stats = run.progress.statistics()
-        live = stats.pop("live")
-        stats.pop("level_elapsed_s")
-        status = status.model_copy(update={**stats, **{name: Percentiles(**values)
-                                                       for name, values in live.items()}})
-    elif record["kind"] == LOAD:
-        status = status.model_copy(update=_counts_from_file(manager, run_id, record))
-    return status
+    if record["kind"] != LOAD:
+        return status
+    if run is not None and run.state == RUNNING:
+        return status.model_copy(update=_live_counts(run.progress))
+    return status.model_copy(update=_counts_from_file(manager, run_id, record))
+
+
+def _live_counts(progress: LoadProgress) -> dict:
+    stats = progress.statistics()
+    stats.pop("level_elapsed_s")
+    live = stats.pop("live")
+    return {**stats, **{name: Percentiles(**values) for name, values in live.items()}}
 
 
 def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
@@ -273,7 +278,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
             raise ConfigError(f"run {run_id} is not running ({state}); nothing to cancel")
         if run.state in ENDED:
             raise ConfigError(f"run {run_id} has already ended ({run.state}); nothing to cancel")
-        run.stop("cancelled")
+        run.stop(CANCELLED)
         await manager.wait(run, CANCEL_WAIT_S)
         return _status(manager, run_id)
 
@@ -291,7 +296,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         directory = manager.directory_of(run_id)
         files = sorted(p.name for p in directory.iterdir() if p.is_file())
         out = RunResults(run_id=run_id, kind=record["kind"], state=record["state"],
-                         partial=record["state"] != "completed", simulated=False, files=files)
+                         partial=record["state"] != COMPLETED, simulated=False, files=files)
         if record["kind"] == LOAD:
             if RESULTS_FILE not in files:
                 return out  # nothing measured yet

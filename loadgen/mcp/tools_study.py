@@ -19,6 +19,7 @@ from ..scenario import RunOptions, check_file, run_scenario as run_scenario_phas
 from ..scenario.cli import describe
 from ..scenario.params import parse_param_options
 from ..scenario.phase import COMPLETE
+from ..scenario.runner import SKIPPED
 from ..scenario.schema import Scenario
 from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager
 from .toolkit import READ_ONLY, QUICK_S, bounded, refuse_without_deploy
@@ -144,7 +145,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
                 parsed, RunOptions(run.directory, phases, simulate, time_scale),
                 control=run.control, log=run.log.append)
             failed = [f"{o.label}: {o.error}" for o in outcome.outcomes
-                      if o.status not in (COMPLETE, "skipped") and o.error]
+                      if o.status not in (COMPLETE, SKIPPED) and o.error]
             if failed or outcome.report_error:
                 raise ConfigError("; ".join(failed + [outcome.report_error or ""]).strip("; "))
 
