@@ -13,15 +13,14 @@ from pathlib import Path
 from typing import Callable
 
 from .. import api
+from ..api import SIMULATOR
 from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import ConfigError
 from ..load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from ..prompts import PromptSource
-from ..results import RunResult
 from .options import ServerOptions
 
-SIMULATOR = "simulator"  # the target name for loadgen's built-in simulator
 DEFAULT_REQUESTS = 20  # per level, when neither requests nor duration is given (as the CLI)
 
 # Defaults come from the library's own dataclasses: defined once, there.
@@ -128,11 +127,10 @@ LevelFn = Callable[[LevelResult], None]
 
 
 async def measure(request: LoadRequest, out: Path, control: RunControl,
-                  on_progress: ProgressFn, on_level: LevelFn) -> RunResult:
+                  on_progress: ProgressFn, on_level: LevelFn) -> None:
     """Run the sweep as ``loadgen sweep`` would, writing the results file to ``out``
     after every level (so a stopped run keeps what it measured)."""
-    target = None if request.target == SIMULATOR else request.target
-    return await api.sweep(target, loads=request.loads(), stop=request.stop(),
-                           options=request.options(), prompts=request.prompts(), out=out,
-                           control=control, on_progress=on_progress, on_level=on_level,
-                           **request.sagemaker_options())
+    await api.sweep(request.target, loads=request.loads(), stop=request.stop(),
+                    options=request.options(), prompts=request.prompts(), out=out,
+                    control=control, on_progress=on_progress, on_level=on_level,
+                    **request.sagemaker_options())

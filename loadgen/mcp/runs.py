@@ -200,8 +200,8 @@ class RunManager:
         try:
             await body(run)
             run.state = run.stop_reason or COMPLETED
-        except LoadgenError as exc:
-            run.state, run.error = FAILED, str(exc)
+        except LoadgenError as exc:  # stopped during the preflight, too: RunStopped
+            run.state, run.error = run.stop_reason or FAILED, str(exc)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the server
             traceback.print_exc(file=sys.stderr)
             run.state, run.error = FAILED, one_line(f"internal error: {type(exc).__name__}: {exc}")
