@@ -10,16 +10,19 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from typing import AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable, Iterable, Sequence
 
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
+from .record import Prompt
 from .results import RunResult, now_iso
 from .targets.base import Target, open_target
+from .workload import WorkloadSettings
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
@@ -82,21 +85,22 @@ async def _server_facts(target: Target) -> dict | None:
 
 
 async def _measure_level(target: Target, load: Load, sample_url: str | None,
-                         interval_s: float, **kwargs) -> LevelResult:
+                         interval_s: float, watchers: Sequence = (), **kwargs) -> LevelResult:
     """One level, with the server's /metrics sampled alongside it when there is a URL."""
     if sample_url is None:
-        return await run_level(target, load, **kwargs)
+        return await run_level(target, load, watchers=watchers, **kwargs)
     from .server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, interval_s)
-    level = await run_level(target, load, watchers=(sampler,), **kwargs)
+    level = await run_level(target, load, watchers=(sampler, *watchers), **kwargs)
     level.server = sampler.snapshot()
     return level
 
 
 async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], stop: StopRule,
                 options: RequestOptions = RequestOptions(),
-                prompts: PromptSource = PromptSource(),
+                prompts: Iterable[Prompt] | None = None,
+                workload: WorkloadSettings = WorkloadSettings(),
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
@@ -110,38 +114,50 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
     Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
     each level (None: don't).
+
+    ``workload`` says what to send (when ``prompts`` is None: synthetic prompts, a
+    tokenizer, a dataset), which SLOs judge each request, and what to export.
     """
     if not loads:
         raise ConfigError("give at least one load level (--concurrency or --rate)")
     control = control or RunControl()
-    async with _resolve_target(target, options, pool_size_for(loads), sagemaker_options) as (
-            opened, simulated):
-        result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
-                           simulated=simulated)
-        source = iter(prompts)
-        ids = RequestIds()
-        facts = await _server_facts(opened) if server_metrics_interval_s else None
-        result.server = facts or {}
-        sample_url = opened.describe()["url"] if facts is not None else None
-        for load in loads:
-            if control.stopped:
-                break
-            progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
-            level = await _measure_level(opened, load, sample_url, server_metrics_interval_s or 1.0,
-                                         stop=stop, prompts=source, control=control,
-                                         keep_records=keep_records, on_progress=progress, ids=ids)
-            result.levels.append(level)
-            result.partial = control.stopped
-            if on_level:
-                on_level(level)
+    if prompts is None:
+        prompts = workload.prompt_source()
+    with workload.open_exports() as exports:
+        async with _resolve_target(target, options, pool_size_for(loads),
+                                   sagemaker_options) as (opened, simulated):
+            result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
+                               simulated=simulated)
+            result.extra["workload"] = workload.describe(
+                prompts if isinstance(prompts, PromptSource) else None)
+            facts = await _server_facts(opened) if server_metrics_interval_s else None
+            result.server = facts or {}
+            sample_url = opened.describe()["url"] if facts is not None else None
+            measure = functools.partial(
+                _measure_level, sample_url=sample_url,
+                interval_s=server_metrics_interval_s or 1.0, stop=stop, prompts=iter(prompts),
+                control=control, keep_records=keep_records, ids=RequestIds(),
+                watchers=(exports.hdr,) if exports.hdr is not None else (),
+                slos=workload.slos, sinks=exports.sinks)
+            for index, load in enumerate(loads, 1):
+                if control.stopped:
+                    break
+                progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+                exports.begin_level(index, load)
+                level = await measure(opened, load, on_progress=progress)
+                exports.end_level()
+                result.levels.append(level)
+                result.partial = control.stopped
+                if on_level:
+                    on_level(level)
+                if out is not None:
+                    result.write(out)
+            result.target = opened.describe()
+            result.finished_at = now_iso()
+            result.partial = control.stopped or len(result.levels) < len(loads)
             if out is not None:
                 result.write(out)
-        result.target = opened.describe()
-        result.finished_at = now_iso()
-        result.partial = control.stopped or len(result.levels) < len(loads)
-        if out is not None:
-            result.write(out)
-        return result
+            return result
 
 
 async def run(target: str | Target | None = None, *, load: Load, stop: StopRule,
@@ -151,4 +167,4 @@ async def run(target: str | Target | None = None, *, load: Load, stop: StopRule,
 
 
 __all__ = ["sweep", "run", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
-           "RequestOptions", "PromptSource", "RunControl"]
+           "RequestOptions", "PromptSource", "RunControl", "WorkloadSettings"]

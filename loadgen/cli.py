@@ -20,8 +20,8 @@ from .config import RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import run_async
 from .errors import ConfigError
-from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule
-from .prompts import PromptSource, load_prompt_file
+from .cli_workload import workload_from_options, workload_options
+from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
 from .results import format_table
 
 
@@ -66,9 +66,10 @@ def load_options(f: Callable) -> Callable:
                      "requests due while full are counted as dropped."),
         click.option("--max-rate", type=float, help="Closed loop: cap on requests/s."),
         click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed for Poisson arrivals."),
+                     help="Seed for Poisson arrivals and dataset sampling."),
         click.option("--requests", "n_requests", type=int,
-                     help="Measured requests per level (default 20 if no --duration)."),
+                     help="Measured requests per level (default: 4 waves of the level's "
+                     "concurrency, at least 20, if no --duration)."),
         click.option("--duration", type=float, metavar="S", help="Seconds per level."),
         click.option("--warmup", type=int, default=0, show_default=True,
                      help="Warm-up requests per level, excluded from metrics."),
@@ -76,8 +77,8 @@ def load_options(f: Callable) -> Callable:
                      metavar="S", help="Seconds in-flight requests get after the stop point."),
         click.option("--input-tokens", type=int, default=128, show_default=True,
                      help="Length of synthetic prompts."),
-        click.option("--output-tokens", type=int, default=128, show_default=True,
-                     help="max_tokens per request."),
+        click.option("--output-tokens", type=int,
+                     help="max_tokens per request (default: a dataset row's own, else 128)."),
         click.option("--min-tokens", type=int, help="vLLM min_tokens."),
         click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
                      help="vLLM: generate exactly --output-tokens."),
@@ -149,25 +150,29 @@ class _Progress:
 
 
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
-    n_requests, duration = kw["n_requests"], kw["duration"]
-    if n_requests is None and duration is None:
-        n_requests = 20
-    stop = StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"])
+    workload = workload_from_options(kw)
+    stop = StopRule(kw["n_requests"], kw["duration"], kw["warmup"], kw["graceful_stop"])
     options = RequestOptions(
         api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
         continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
         timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]))
-    texts = load_prompt_file(kw["prompts_file"]) if kw["prompts_file"] else ()
-    prompts = PromptSource(kw["input_tokens"], kw["output_tokens"], kw["min_tokens"], texts)
+    prompts = workload.prompt_source()
     out = kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
     sagemaker = {k: kw[k] for k in ("region", "endpoint_url", "inference_component",
                                     "custom_attributes", "target_variant", "payload_format")}
     control = RunControl()
     _install_ctrl_c(control)
     progress = _Progress(not kw["quiet"] and sys.stderr.isatty())
+
+    def on_level(level: Any) -> None:
+        progress.level_done(level)
+        warning = waves_warning(level.load, level.metrics.counts.requests)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+
     result = await api_sweep(kw["target"], loads=loads, stop=stop, options=options,
-                             prompts=prompts, out=out, control=control,
-                             on_progress=progress, on_level=progress.level_done,
+                             prompts=prompts, workload=workload, out=out, control=control,
+                             on_progress=progress, on_level=on_level,
                              server_metrics_interval_s=kw["server_metrics_interval"] or None,
                              **sagemaker)
     data = result.to_dict()
@@ -194,6 +199,7 @@ def cli() -> None:
 @cli.command()
 @click.option("--concurrency", metavar="N", help="Closed loop: concurrent streams (default 1).")
 @load_options
+@workload_options
 @run_async
 async def run(concurrency: str | None, **kw: Any) -> None:
     """Measure one load level."""
@@ -208,6 +214,7 @@ async def run(concurrency: str | None, **kw: Any) -> None:
 @click.option("--concurrency", metavar="N[,N...]",
               help="Closed loop: concurrency levels (default 1,4,16).")
 @load_options
+@workload_options
 @run_async
 async def sweep(concurrency: str | None, **kw: Any) -> None:
     """Measure several load levels, each separately, into one results file."""

@@ -21,6 +21,7 @@ from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .metrics import LevelMetrics
 from .record import Prompt, RequestRecord
 from .selfcheck import ClientMonitor, ClientReport
+from .slo import SLO, SLOCounts
 from .targets.base import Target
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -29,6 +30,12 @@ else:
     from asyncio import TaskGroup
 
 ProgressFn = Callable[[dict], None]
+
+
+class RecordSink(Protocol):
+    """Something that sees every finished measured request (exports): ``add(record)``."""
+
+    def add(self, record: RequestRecord) -> None: ...
 
 
 class Watcher(Protocol):
@@ -66,6 +73,7 @@ class LevelResult:
     partial: bool = False  # stopped early by RunControl
     records: list[RequestRecord] | None = None  # only with keep_records
     server: dict[str, Any] = field(default_factory=dict)
+    slo: SLOCounts | None = None  # with SLOs: good requests and per-SLO passes
 
 
 @dataclass
@@ -80,15 +88,18 @@ class _Level:
 
     def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt],
                  control: RunControl, measured: bool, keep_records: bool,
-                 ids: RequestIds) -> None:
+                 ids: RequestIds, slos: Sequence[SLO] = (),
+                 sinks: Sequence[RecordSink] = ()) -> None:
         self.target = target
         self.ids = ids
         self.load = load
         self.prompts = prompts
         self.control = control
-        self.limit = (stop.requests if measured else stop.warmup) or None
+        self.limit = (stop.requests_for(load) if measured else stop.warmup) or None
         self.duration_s = stop.duration_s if measured else None
         self.metrics = LevelMetrics()
+        self.slo = SLOCounts(slos) if slos else None
+        self.sinks = sinks
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.issued = 0
         self.in_flight = 0
@@ -135,6 +146,10 @@ class _Level:
     def _finish(self, rec: RequestRecord) -> None:
         self.last_end_ns = max(self.last_end_ns, rec.end_ns)
         self.metrics.add(rec)
+        if self.slo is not None:
+            self.slo.add(rec)
+        for sink in self.sinks:
+            sink.add(rec)
         if self.records is not None:
             self.records.append(rec)
 
@@ -142,6 +157,7 @@ class _Level:
         self.issued += 1
         self.ids.value += 1
         return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
+                             input_tokens_exact=prompt.input_tokens_exact,
                              tag=prompt.tag, request_id=self.ids.value)
 
     # -- load models ----------------------------------------------------------------------
@@ -237,21 +253,23 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
                     control: RunControl | None = None, keep_records: bool = False,
                     on_progress: ProgressFn | None = None,
                     ids: RequestIds | None = None,
-                    watchers: Sequence[Watcher] = ()) -> LevelResult:
+                    watchers: Sequence[Watcher] = (), slos: Sequence[SLO] = (),
+                    sinks: Sequence[RecordSink] = ()) -> LevelResult:
     """Warm up (if asked), then measure one level. Never raises for request failures.
 
     ``watchers`` (e.g. a server-metrics sampler) run alongside the measured phase, next to
-    the client self-check.
+    the client self-check. ``slos`` are evaluated on every measured request; ``sinks``
+    (exports) see every measured request as it finishes.
     """
     control = control or RunControl()
     ids = ids or RequestIds()
     if stop.warmup and not control.stopped:
         warm = _Level(target, load, stop, prompts, control, False, False, ids)
         await _run_phase(warm, None)
-    level = _Level(target, load, stop, prompts, control, True, keep_records, ids)
+    level = _Level(target, load, stop, prompts, control, True, keep_records, ids, slos, sinks)
     monitor = ClientMonitor()
     t0 = await _run_phase(level, on_progress, (monitor, *watchers))
     end = max(level.last_end_ns, t0)
     return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
                        client=monitor.report(), partial=control.stopped,
-                       records=level.records)
+                       records=level.records, slo=level.slo)

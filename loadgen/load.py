@@ -87,7 +87,9 @@ Load = Union[ConstantConcurrency, ArrivalRate]
 
 @dataclass(frozen=True)
 class StopRule:
-    """When a level ends. With both ``requests`` and ``duration_s``, whichever comes first.
+    """When a level ends. With both ``requests`` and ``duration_s``, whichever comes first;
+    with neither, each level runs :func:`default_requests` (at least 4 waves of its
+    concurrency).
 
     ``requests`` and ``duration_s`` count *measured* requests/time; ``warmup``
     requests are sent first and excluded from metrics. At the stop point no new
@@ -101,8 +103,6 @@ class StopRule:
     graceful_stop_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.requests is None and self.duration_s is None:
-            raise ConfigError("give --requests N and/or --duration SECONDS so each level can end")
         if self.requests is not None and self.requests < 1:
             raise ConfigError(f"--requests must be >= 1 (got {self.requests})")
         if self.duration_s is not None and not self.duration_s > 0:
@@ -111,3 +111,37 @@ class StopRule:
             raise ConfigError(f"--warmup must be >= 0 (got {self.warmup})")
         if self.graceful_stop_s < 0:
             raise ConfigError(f"--graceful-stop must be >= 0 (got {self.graceful_stop_s})")
+
+    def requests_for(self, load: Load) -> int | None:
+        """Measured requests of one level (None: the duration ends it)."""
+        if self.requests is not None:
+            return self.requests
+        return None if self.duration_s is not None else default_requests(load)
+
+
+# A closed-loop level measures steady state only after several waves of its concurrency:
+# with fewer requests the ramp-down tail (streams idling while the last ones finish) is
+# a large share of the window and throughput is under-reported.
+MIN_WAVES = 4
+DEFAULT_REQUESTS = 20
+
+
+def streams_of(load: Load) -> int | None:
+    """Concurrent streams of a level: its concurrency, or an open loop's in-flight cap."""
+    return load.concurrency if isinstance(load, ConstantConcurrency) else load.max_in_flight
+
+
+def default_requests(load: Load) -> int:
+    """Requests per level when neither a count nor a duration is given."""
+    return max(DEFAULT_REQUESTS, MIN_WAVES * (streams_of(load) or 0))
+
+
+def waves_warning(load: Load, requests: int | None) -> str | None:
+    """A warning when ``requests`` is fewer than :data:`MIN_WAVES` waves of the level
+    (a single stream has no ramp-down tail, so it is never warned about)."""
+    streams = streams_of(load)
+    if requests is None or not streams or streams < 2 or requests >= MIN_WAVES * streams:
+        return None
+    return (f"{load.label}: {requests} requests is under {MIN_WAVES} waves of {streams} "
+            f"streams; throughput will be under-reported (use --requests "
+            f"{MIN_WAVES * streams} or more, or --duration)")

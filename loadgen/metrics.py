@@ -84,6 +84,17 @@ class Counts:
     input_tokens: int = 0
     estimated_token_requests: int = 0  # requests whose token count is one-per-chunk
     clamped: int = 0  # histogram values above range, recorded at the top
+    exact_input_requests: int = 0  # input_tokens counted with a tokenizer
+    server_input_tokens: int = 0  # the server's usage.prompt_tokens, where it sent one
+    server_input_requests: int = 0
+    input_token_mismatches: int = 0  # tokenizer count != the server's prompt_tokens
+    cached_tokens: int = 0  # usage.prompt_tokens_details.cached_tokens, where sent
+    cached_token_requests: int = 0
+
+    @property
+    def requests(self) -> int:
+        """Requests that were sent (dropped ones never were)."""
+        return self.completed + self.failed + self.incomplete
 
 
 class LevelMetrics:
@@ -109,7 +120,7 @@ class LevelMetrics:
         """Fold one finished request into the level. The record can be dropped afterwards."""
         c = self.counts
         c.output_tokens += rec.output_tokens
-        c.input_tokens += rec.input_tokens or 0
+        self._count_input(rec)
         if rec.tokens_source == TOKENS_ESTIMATED and rec.content_ns:
             c.estimated_token_requests += 1
         self._record_gaps(rec.content_ns)
@@ -125,6 +136,19 @@ class LevelMetrics:
         c.completed += 1
         self._record_latencies(rec)
 
+    def _count_input(self, rec: RequestRecord) -> None:
+        c = self.counts
+        c.input_tokens += rec.input_tokens or 0
+        c.exact_input_requests += rec.input_tokens_exact
+        if rec.server_input_tokens is not None:
+            c.server_input_tokens += rec.server_input_tokens
+            c.server_input_requests += 1
+            c.input_token_mismatches += (rec.input_tokens_exact
+                                         and rec.server_input_tokens != rec.input_tokens)
+        if rec.cached_tokens is not None:
+            c.cached_tokens += rec.cached_tokens
+            c.cached_token_requests += 1
+
     def add_dropped(self, count: int = 1) -> None:
         self.counts.dropped += count
 
@@ -138,17 +162,8 @@ class LevelMetrics:
             self._record("itl_ms", gap_us, count)
 
     def _record_latencies(self, rec: RequestRecord) -> None:
-        first = rec.first_content_ns
-        self._record("e2e_ms", (rec.end_ns - rec.intended_ns) // 1000)
-        if first is None:
-            return
-        self._record("ttft_ms", (first - rec.intended_ns) // 1000)
-        n = rec.output_tokens
-        decode_ns = rec.end_ns - first
-        if n >= 2 and decode_ns > 0:
-            self._record("tpot_ms", decode_ns // (1000 * (n - 1)))
-            # milli-tokens per second
-            self._record("decode_tokens_per_s", (n - 1) * 10**12 // decode_ns)
+        for metric, value in request_latencies(rec).items():
+            self._record(metric, value)
 
     def summary(self) -> dict[str, dict]:
         return {m: summarize(h, UNIT_SCALE[m], self.totals[m]) for m, h in self.hists.items()}
@@ -162,6 +177,23 @@ class LevelMetrics:
         c = self.counts
         return {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
                 "dropped": c.dropped, "output_tokens": c.output_tokens}
+
+
+def request_latencies(rec: RequestRecord) -> dict[str, int]:
+    """The per-request metrics of one completed request, in histogram units (µs,
+    milli-tokens/s): ``e2e_ms`` always, ``ttft_ms`` with content, ``tpot_ms`` and
+    ``decode_tokens_per_s`` with n >= 2 tokens over a positive decode time."""
+    out = {"e2e_ms": (rec.end_ns - rec.intended_ns) // 1000}
+    first = rec.first_content_ns
+    if first is None:
+        return out
+    out["ttft_ms"] = (first - rec.intended_ns) // 1000
+    n = rec.output_tokens
+    decode_ns = rec.end_ns - first
+    if n >= 2 and decode_ns > 0:
+        out["tpot_ms"] = decode_ns // (1000 * (n - 1))
+        out["decode_tokens_per_s"] = (n - 1) * 10**12 // decode_ns  # milli-tokens per second
+    return out
 
 
 def decode_histogram(encoded: str) -> HdrHistogram:

@@ -1,16 +1,25 @@
-"""Where prompts come from: synthetic text of a given length, or a JSONL file."""
+"""Where prompts come from: synthetic text of a given length, or a dataset.
+
+Synthetic prompts start with a per-run salt and the request's number, then filler
+words from a varied start, so two requests never share an accidental prefix (not
+even across runs against the same server's prefix cache) unless ``--shared-prefix-tokens``
+asks for one. With a tokenizer, each prompt is cut to exactly the drawn token count;
+without one, a prompt is about one token per word and its count is an estimate.
+"""
 
 from __future__ import annotations
 
 import itertools
+import random
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import orjson
-
+from .datasets import Dataset, DatasetRow, load_dataset
 from .errors import ConfigError
 from .record import Prompt
+from .tokenizer import TokenCounter, estimate_tokens
 
 # A fixed vocabulary of common one-token English words: synthetic prompts are
 # deterministic and come out close to one token per word on common tokenizers.
@@ -18,57 +27,156 @@ _WORDS = ("the of and to in is was for on that with as by at from his her which 
           "are were had have not but all they one more said time can so what there if would "
           "about up out them other some could into than then only its over also two new first "
           "after these well any may very way where much most through back just before").split()
+DEFAULT_OUTPUT_TOKENS = 128
 
 
-def synthetic_text(tokens: int, index: int = 0) -> str:
-    """About ``tokens`` tokens of deterministic filler; ``index`` varies the start so
-    prompts differ (no accidental prefix-cache hits across requests)."""
-    words = [f"request {index}:"]
+def synthetic_text(tokens: int, index: int = 0, salt: str = "") -> str:
+    """About ``tokens`` tokens of deterministic filler; ``index`` (and ``salt``) vary the
+    start so prompts differ (no accidental prefix-cache hits across requests)."""
+    words = [f"request {salt}{index}:"]
     n = len(_WORDS)
     words += (_WORDS[(index * 7 + i) % n] for i in range(max(tokens - 3, 1)))
     return " ".join(words)
 
 
+def draw_length(rng: random.Random, mean: int, stdev: float, low: int = 1) -> int:
+    """``mean`` exactly, or a normal draw around it (rounded, at least ``low``)."""
+    if not stdev:
+        return max(mean, low)
+    return max(low, round(rng.gauss(mean, stdev)))
+
+
 @dataclass(frozen=True)
 class PromptSource:
-    """An endless, deterministic stream of prompts for a level."""
+    """An endless, deterministic (given ``seed`` and ``salt``) stream of prompts for a run.
+
+    ``output_tokens=None`` means: a dataset row's ``max_tokens``, else its reference
+    answer's length, else 128. Stdevs make lengths normal draws around the means.
+    Dataset rows are sampled with ``seed``: a shuffled pass after pass (without
+    replacement), or independent draws (``replacement``). ``texts`` (legacy) are sent in order.
+    """
 
     input_tokens: int = 128
-    output_tokens: int = 128
+    output_tokens: int | None = DEFAULT_OUTPUT_TOKENS
     min_tokens: int | None = None
-    texts: tuple[str, ...] = ()  # from a file; empty = synthetic
+    texts: tuple[str, ...] = ()
+    input_stdev: float = 0.0
+    output_stdev: float = 0.0
+    tokenizer: TokenCounter | None = None
+    dataset: Dataset | None = None
+    replacement: bool = False
+    seed: int = 0
+    salt: str | None = None  # None: a random one per iteration (per run)
+    shared_prefix_tokens: int = 0
+    prefix_groups: int = 1
+
+    def __post_init__(self) -> None:
+        checks = [(self.input_tokens >= 1, f"--input-tokens must be >= 1 (got {self.input_tokens})"),
+                  (self.output_tokens is None or self.output_tokens >= 1,
+                   f"--output-tokens must be >= 1 (got {self.output_tokens})"),
+                  (self.input_stdev >= 0 and self.output_stdev >= 0,
+                   "--input-tokens-stdev and --output-tokens-stdev must be >= 0"),
+                  (self.prefix_groups >= 1, f"--prefix-groups must be >= 1 (got {self.prefix_groups})"),
+                  (0 <= self.shared_prefix_tokens < self.input_tokens,
+                   f"--shared-prefix-tokens must be >= 0 and below --input-tokens "
+                   f"({self.input_tokens}); got {self.shared_prefix_tokens}")]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        if self.shared_prefix_tokens and (self.dataset or self.texts):
+            raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
+                              "not to --dataset/--prompts")
+
+    @property
+    def input_tokens_exact(self) -> bool:
+        return self.tokenizer is not None
 
     def __iter__(self) -> Iterator[Prompt]:
-        for i in itertools.count():
-            if self.texts:
-                text = self.texts[i % len(self.texts)]
-                yield Prompt(text, self.output_tokens, self.min_tokens)
-            else:
-                yield Prompt(synthetic_text(self.input_tokens, i), self.output_tokens,
-                             self.min_tokens, input_tokens=self.input_tokens)
+        rng = random.Random(self.seed)
+        if self.dataset is not None:
+            rows = _sampled(self.dataset.rows, rng, self.replacement)
+            return (self._from_row(row, rng) for row in rows)
+        if self.texts:
+            rows = itertools.cycle(DatasetRow(text, 0) for text in self.texts)
+            return (self._from_row(row, rng) for row in rows)
+        salt = self.salt if self.salt is not None else secrets.token_hex(3) + "-"
+        prefixes = [self._prefix(group) for group in range(self.prefix_groups)
+                    ] if self.shared_prefix_tokens else []
+        return (self._synthetic(i, rng, salt, prefixes) for i in itertools.count())
+
+    # -- synthetic ------------------------------------------------------------------------
+    def _synthetic(self, index: int, rng: random.Random, salt: str,
+                   prefixes: list[str]) -> Prompt:
+        n_in = draw_length(rng, self.input_tokens, self.input_stdev,
+                           low=self.shared_prefix_tokens + 1)
+        n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev)
+        prefix = prefixes[index % len(prefixes)] if prefixes else ""
+        unique = n_in - self.shared_prefix_tokens
+        if self.tokenizer is None:
+            text = prefix + synthetic_text(unique, index, salt)
+        else:
+            text = self._exact(prefix, unique, index, salt, n_in)
+        return Prompt(text, n_out, self.min_tokens, input_tokens=n_in,
+                      input_tokens_exact=self.tokenizer is not None)
+
+    def _prefix(self, group: int) -> str:
+        """The shared start of group ``group``'s prompts, ending in a space."""
+        salt = f"shared prefix {group} "
+        if self.tokenizer is None:
+            return synthetic_text(self.shared_prefix_tokens, group * 11, salt) + " "
+        text = synthetic_text(self.shared_prefix_tokens + 8, group * 11, salt)
+        return self._cut(text, self.shared_prefix_tokens) + " "
+
+    def _exact(self, prefix: str, unique: int, index: int, salt: str, total: int) -> str:
+        # Filler has more words than tokens are needed (a word is at least one token);
+        # the cut keeps the prefix whole and trims the request's own part.
+        for attempt in range(8):
+            filler = synthetic_text(unique + 8, index + attempt * 1_000_003, salt)
+            cut = self.tokenizer.cut(prefix + filler, total)
+            if cut is not None:
+                return cut
+        raise ConfigError(f"--tokenizer {self.tokenizer.source}: cannot make a prompt of "
+                          f"exactly {total} tokens with it")
+
+    def _cut(self, text: str, tokens: int) -> str:
+        cut = self.tokenizer.cut(text, tokens)
+        if cut is None:
+            raise ConfigError(f"--tokenizer {self.tokenizer.source}: cannot make a prompt of "
+                              f"exactly {tokens} tokens with it")
+        return cut
+
+    # -- datasets -------------------------------------------------------------------------
+    def _count(self, text: str) -> int:
+        return self.tokenizer.count(text) if self.tokenizer else estimate_tokens(text)
+
+    def _from_row(self, row: DatasetRow, rng: random.Random) -> Prompt:
+        if self.output_tokens is not None:
+            mean = self.output_tokens
+        elif row.max_tokens is not None:
+            mean = row.max_tokens
+        elif row.reference:
+            mean = self._count(row.reference)
+        else:
+            mean = DEFAULT_OUTPUT_TOKENS
+        contents = [m["content"] for m in row.messages] if row.messages else [row.text]
+        return Prompt(row.text, draw_length(rng, mean, self.output_stdev), self.min_tokens,
+                      input_tokens=sum(self._count(c) for c in contents),
+                      input_tokens_exact=self.tokenizer is not None, messages=row.messages)
+
+
+def _sampled(rows: tuple[DatasetRow, ...], rng: random.Random,
+             replacement: bool) -> Iterator[DatasetRow]:
+    """Seeded draws: independent (with replacement) or shuffled passes (without)."""
+    if replacement:
+        while True:
+            yield rows[rng.randrange(len(rows))]
+    order = list(range(len(rows)))
+    while True:
+        rng.shuffle(order)
+        for i in order:
+            yield rows[i]
 
 
 def load_prompt_file(path: str | Path) -> tuple[str, ...]:
     """JSONL, one prompt a line: ``{"prompt": "..."}`` / ``{"text": ...}`` or a bare JSON string."""
-    path = Path(path)
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"cannot read prompts file {path}: {exc.strerror}") from None
-    texts = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise ConfigError(f"{path}:{lineno}: not valid JSON; each line must be "
-                              '{"prompt": "..."} or a JSON string') from None
-        text = obj if isinstance(obj, str) else (
-            obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None)
-        if not isinstance(text, str) or not text:
-            raise ConfigError(f'{path}:{lineno}: expected {{"prompt": "..."}} or a JSON string')
-        texts.append(text)
-    if not texts:
-        raise ConfigError(f"{path}: no prompts found (one JSON object per line)")
-    return tuple(texts)
+    return tuple(row.text for row in load_dataset(path, "jsonl").rows)

@@ -38,6 +38,11 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
         "duration_s": _round(window, 6),
         "output_tokens": c.output_tokens,
         "input_tokens": c.input_tokens,
+        # Local counts: exact with --tokenizer, else estimates; the server's own count apart.
+        "input_tokens_estimated": c.exact_input_requests < c.requests,
+        "server_input_tokens": c.server_input_tokens if c.server_input_requests else None,
+        "input_token_mismatches": c.input_token_mismatches,
+        "cached_input_tokens": c.cached_tokens if c.cached_token_requests else None,
         "output_tokens_per_s": _round(c.output_tokens / window if window > 0 else 0.0),
         "requests_per_s": _round(c.completed / window if window > 0 else 0.0, 4),
         "tokens_estimated_requests": c.estimated_token_requests,
@@ -45,6 +50,8 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     }
     for name, stats in m.summary().items():
         out[name] = {k: _round(v) for k, v in stats.items()}
+    if level.slo is not None:
+        out["goodput"] = level.slo.to_dict(window, m.hists, c.requests)
     out["histograms"] = m.encoded()
     out["histogram_units"] = HISTOGRAM_UNITS
     out["client"] = level.client.to_dict()
@@ -93,9 +100,22 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 TABLE_COLUMNS = ("load", "ok/fail", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50",
                  "ITL p99", "decode tok/s")
+# With SLOs: goodput (req/s of requests meeting every per-request SLO) and whether the
+# level met its percentile SLOs.
+GOODPUT_COLUMNS = ("good req/s", "good %", "pctl SLOs")
+
+
+def _goodput_cells(goodput: dict | None) -> tuple[str, ...]:
+    if goodput is None:
+        return ("-", "-", "-")
+    fraction = goodput["good_fraction"]
+    met = goodput["percentile_slos_met"]
+    return (_fmt(goodput["requests_per_s"], 2), _fmt(None if fraction is None else 100 * fraction),
+            "-" if met is None else ("met" if met else "MISSED"))
 
 
 def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    with_slos = any(lv.get("goodput") for lv in levels)
     rows = []
     for lv in levels:
         load = lv["load"]
@@ -108,14 +128,16 @@ def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         rows.append((label, ok, _fmt(lv["output_tokens_per_s"]), _fmt(lv["requests_per_s"], 2),
                      _fmt(lv["ttft_ms"]["p50"]), _fmt(lv["ttft_ms"]["p99"]),
                      _fmt(lv["itl_ms"]["p50"], 2), _fmt(lv["itl_ms"]["p99"], 2),
-                     _fmt(lv["decode_tokens_per_s"]["p50"])))
+                     _fmt(lv["decode_tokens_per_s"]["p50"]))
+                    + (_goodput_cells(lv.get("goodput")) if with_slos else ()))
     return rows
 
 
 def format_table(levels: list[dict[str, Any]]) -> str:
     """Plain-text table, one row per level (latencies in ms)."""
-    rows = [TABLE_COLUMNS, *table_rows(levels)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
+    header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
+    rows = [header, *table_rows(levels)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w)
                        in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -1,0 +1,63 @@
+"""The workload options of ``run`` and ``sweep`` (tokenizer, dataset, SLOs, exports),
+gathered into one :class:`~loadgen.workload.WorkloadSettings`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from .datasets import FORMATS
+from .workload import WorkloadSettings
+
+_OPTIONS = [
+    click.option("--tokenizer", metavar="PATH", help="Local Hugging Face tokenizer directory or "
+                 "tokenizer.json: exact prompt lengths and input token counts "
+                 "(pip install 'loadgen[tokenizer]')."),
+    click.option("--input-tokens-stdev", type=float, default=0.0, show_default=True,
+                 help="Synthetic prompt lengths: normal around --input-tokens."),
+    click.option("--output-tokens-stdev", type=float, default=0.0, show_default=True,
+                 help="max_tokens: normal around --output-tokens (or the dataset's)."),
+    click.option("--dataset", type=click.Path(dir_okay=False), help="Prompts from a file: "
+                 "ShareGPT JSON, JSONL (prompt or messages, optional max_tokens), or text."),
+    click.option("--dataset-format", type=click.Choice(FORMATS), default="auto",
+                 show_default=True, help="Dataset format (auto: by suffix, then content)."),
+    click.option("--sample-with-replacement", is_flag=True,
+                 help="Draw dataset rows independently (default: shuffled passes, seeded by "
+                 "--seed)."),
+    click.option("--shared-prefix-tokens", type=int, default=0, show_default=True,
+                 help="Synthetic prompts of a group start with the same N tokens."),
+    click.option("--prefix-groups", type=int, default=1, show_default=True,
+                 help="Number of distinct shared prefixes (requests cycle through them)."),
+    click.option("--slo", "slos", multiple=True, metavar="SPEC",
+                 help="Latency SLO, repeatable: ttft_ms<=500 (each request), "
+                 "e2e_ms:p99<=8000 (the level), decode_tokens_per_s>=20. Adds goodput."),
+    click.option("--save-requests", type=click.Path(dir_okay=False), metavar="FILE.jsonl",
+                 help="Write one JSON line per request (raw timestamps, tokens, errors)."),
+    click.option("--hdr-log", type=click.Path(file_okay=False), metavar="DIR",
+                 help="Write interval histograms per level and metric (HdrHistogram log "
+                 "format)."),
+    click.option("--hdr-interval", type=float, default=5.0, show_default=True, metavar="S",
+                 help="Interval of --hdr-log histograms."),
+]
+
+_KEYS = ("tokenizer", "input_tokens_stdev", "output_tokens_stdev", "dataset", "dataset_format",
+         "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
+         "save_requests", "hdr_log", "hdr_interval")
+
+
+def workload_options(f: Callable) -> Callable:
+    for option in reversed(_OPTIONS):
+        f = option(f)
+    return f
+
+
+def workload_from_options(kw: dict[str, Any]) -> WorkloadSettings:
+    """Pops this module's options from ``kw``; reads the shared prompt options."""
+    mine = {key: kw.pop(key) for key in _KEYS}
+    return WorkloadSettings.with_slo_texts(
+        tuple(mine.pop("slos")), hdr_interval_s=mine.pop("hdr_interval"),
+        input_tokens_stdev=mine.pop("input_tokens_stdev"),
+        output_tokens_stdev=mine.pop("output_tokens_stdev"),
+        input_tokens=kw["input_tokens"], output_tokens=kw["output_tokens"],
+        min_tokens=kw["min_tokens"], prompts_file=kw["prompts_file"], seed=kw["seed"], **mine)
