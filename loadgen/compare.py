@@ -31,6 +31,9 @@ LEVEL_METRICS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("itl_ms_p50", "ITL p50 ms", ("itl_ms", "p50"), False),
     ("itl_ms_p99", "ITL p99 ms", ("itl_ms", "p99"), False),
     ("e2e_ms_p50", "E2E p50 ms", ("e2e_ms", "p50"), False),
+    # Runs made with --slo (absent otherwise, and then not shown).
+    ("goodput_requests_per_s", "goodput req/s", ("goodput", "requests_per_s"), True),
+    ("goodput_output_tokens_per_s", "goodput tok/s", ("goodput", "output_tokens_per_s"), True),
 )
 
 

@@ -9,6 +9,7 @@ without one, a prompt is about one token per word and its count is an estimate.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 import secrets
@@ -31,11 +32,13 @@ DEFAULT_OUTPUT_TOKENS = 128
 
 
 def synthetic_text(tokens: int, index: int = 0, salt: str = "") -> str:
-    """About ``tokens`` tokens of deterministic filler; ``index`` (and ``salt``) vary the
-    start so prompts differ (no accidental prefix-cache hits across requests)."""
-    words = [f"request {salt}{index}:"]
+    """About ``tokens`` tokens of deterministic filler. It starts with a hash of ``salt``
+    and ``index``, so prompts differ from their first token on (no accidental prefix-cache
+    hits across requests), then varies where the filler starts."""
+    tag = hashlib.blake2s(f"{salt}{index}".encode(), digest_size=4).hexdigest()
+    words = [f"{tag} request {index}:"]
     n = len(_WORDS)
-    words += (_WORDS[(index * 7 + i) % n] for i in range(max(tokens - 3, 1)))
+    words += (_WORDS[(index * 7 + i) % n] for i in range(max(tokens - 5, 1)))
     return " ".join(words)
 
 
