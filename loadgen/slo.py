@@ -33,7 +33,7 @@ from .record import RequestRecord
 PER_REQUEST_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s")
 # Without a value, a request passes these (nothing was decoded to judge).
 _PASS_WHEN_MISSING = ("tpot_ms", "decode_tokens_per_s")
-_SYNTAX = re.compile(r"^\s*([a-z_]+)\s*(?::\s*p(\d+(?:\.\d+)?))?\s*(<=|>=)\s*([0-9.eE+-]+)\s*$")
+_SYNTAX = re.compile(r"^\s*([a-z0-9_]+)\s*(?::\s*p(\d+(?:\.\d+)?))?\s*(<=|>=)\s*([0-9.eE+-]+)\s*$")
 
 
 @dataclass(frozen=True)
