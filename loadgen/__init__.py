@@ -13,7 +13,8 @@ from .engine import RunControl  # noqa: E402
 from .load import ArrivalRate, ConstantConcurrency, StopRule  # noqa: E402
 from .prompts import PromptSource  # noqa: E402
 from .record import Prompt, RequestRecord  # noqa: E402
+from .workload import WorkloadSettings  # noqa: E402
 
 __all__ = ["__version__", "sweep", "run", "make_target", "RequestOptions", "Timeouts",
            "RunControl", "ArrivalRate", "ConstantConcurrency", "StopRule", "PromptSource",
-           "Prompt", "RequestRecord"]
+           "Prompt", "RequestRecord", "WorkloadSettings"]
