@@ -65,6 +65,10 @@ class SimProfile:
     fault_stall: float = 0.0
     stall_s: float = 2.0
     seed: int = 0
+    # vLLM --enable-prefix-caching with --enable-prompt-tokens-details: prompts sharing
+    # leading blocks (block_size tokens of ~4 characters) report them in
+    # usage.prompt_tokens_details.cached_tokens, and only uncached tokens pay prefill.
+    prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         problem = _first_problem(self)
