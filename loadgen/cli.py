@@ -20,7 +20,7 @@ from .config import RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import run_async
 from .errors import ConfigError
-from .cli_workload import workload_from_options, workload_options
+from .cli_workload import check_trace_options, workload_from_options, workload_options
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
 from .results import format_table
 
@@ -151,6 +151,8 @@ class _Progress:
 
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     workload = workload_from_options(kw)
+    if workload.trace:
+        loads = [workload.trace_load()]
     stop = StopRule(kw["n_requests"], kw["duration"], kw["warmup"], kw["graceful_stop"])
     options = RequestOptions(
         api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
@@ -203,6 +205,7 @@ def cli() -> None:
 @run_async
 async def run(concurrency: str | None, **kw: Any) -> None:
     """Measure one load level."""
+    check_trace_options(concurrency, kw)
     if (concurrency and "," in concurrency) or (kw["rate"] and "," in kw["rate"]):
         raise ConfigError("run measures one level; use `loadgen sweep` for several values")
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
@@ -218,7 +221,8 @@ async def run(concurrency: str | None, **kw: Any) -> None:
 @run_async
 async def sweep(concurrency: str | None, **kw: Any) -> None:
     """Measure several load levels, each separately, into one results file."""
-    if concurrency is None and kw["rate"] is None:
+    check_trace_options(concurrency, kw)
+    if concurrency is None and kw["rate"] is None and not kw["trace"]:
         concurrency = "1,4,16"
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
                         kw["max_rate"], kw["seed"])

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import click
 
 from .datasets import FORMATS
+from .errors import ConfigError
 from .workload import WorkloadSettings
 
 _OPTIONS = [
@@ -39,17 +40,33 @@ _OPTIONS = [
                  "format)."),
     click.option("--hdr-interval", type=float, default=5.0, show_default=True, metavar="S",
                  help="Interval of --hdr-log histograms."),
+    click.option("--trace", type=click.Path(dir_okay=False), metavar="FILE.jsonl",
+                 help="Replay a Mooncake trace (timestamp, input_length, output_length, "
+                 "hash_ids) on its own schedule: one open-loop level."),
+    click.option("--trace-speedup", type=float, default=1.0, show_default=True, metavar="X",
+                 help="Replay the trace X times faster."),
+    click.option("--trace-block-tokens", type=int, default=512, show_default=True,
+                 help="Prompt tokens per trace hash id (512 in the Mooncake release)."),
 ]
 
 _KEYS = ("tokenizer", "input_tokens_stdev", "output_tokens_stdev", "dataset", "dataset_format",
          "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
-         "save_requests", "hdr_log", "hdr_interval")
+         "save_requests", "hdr_log", "hdr_interval", "trace", "trace_speedup",
+         "trace_block_tokens")
 
 
 def workload_options(f: Callable) -> Callable:
     for option in reversed(_OPTIONS):
         f = option(f)
     return f
+
+
+def check_trace_options(concurrency: str | None, kw: dict[str, Any]) -> None:
+    """A trace brings its own schedule: no load level options beside it."""
+    if kw["trace"] and (concurrency or kw["rate"]):
+        raise ConfigError("--trace replays the trace's own schedule; drop --concurrency/--rate")
+    if kw["trace"] and kw["warmup"]:
+        raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
 
 
 def workload_from_options(kw: dict[str, Any]) -> WorkloadSettings:

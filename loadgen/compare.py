@@ -65,6 +65,8 @@ def dig(data: Any, path: Iterable[str]) -> Any:
 
 def level_key(level: dict) -> tuple:
     load = level.get("load") or {}
+    if load.get("mode") == "trace":
+        return ("trace", load.get("speedup"), load.get("trace_requests"))
     if load.get("mode") == "rate":
         return ("rate", load.get("rate"), load.get("arrival"))
     return ("concurrency", load.get("concurrency"))
@@ -72,6 +74,8 @@ def level_key(level: dict) -> tuple:
 
 def level_label(level: dict) -> str:
     load = level.get("load") or {}
+    if load.get("mode") == "trace":
+        return f"trace replay x{load.get('speedup'):g}"
     if load.get("mode") == "rate":
         arrival = load.get("arrival")
         suffix = f" ({arrival})" if arrival and arrival != "constant" else ""

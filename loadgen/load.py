@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Iterator, Union
 
 from .errors import ConfigError
+from .trace import TraceReplay
 
 ARRIVALS = ("constant", "poisson")
 
@@ -82,7 +83,7 @@ class ArrivalRate:
         return f"{self.arrival} rate {self.rate:g}/s"
 
 
-Load = Union[ConstantConcurrency, ArrivalRate]
+Load = Union[ConstantConcurrency, ArrivalRate, TraceReplay]
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,9 @@ def streams_of(load: Load) -> int | None:
 
 
 def default_requests(load: Load) -> int:
-    """Requests per level when neither a count nor a duration is given."""
+    """Requests per level when neither a count nor a duration is given (a trace: all)."""
+    if isinstance(load, TraceReplay):
+        return len(load.rows)
     return max(DEFAULT_REQUESTS, MIN_WAVES * (streams_of(load) or 0))
 
 

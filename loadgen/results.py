@@ -119,8 +119,12 @@ def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     rows = []
     for lv in levels:
         load = lv["load"]
-        label = (f"c={load['concurrency']}" if load["mode"] == "concurrency"
-                 else f"{load['arrival']} {load['rate']:g}/s")
+        if load["mode"] == "trace":
+            label = f"trace x{load['speedup']:g}"
+        elif load["mode"] == "concurrency":
+            label = f"c={load['concurrency']}"
+        else:
+            label = f"{load['arrival']} {load['rate']:g}/s"
         req = lv["requests"]
         ok = f"{req['completed']}/{req['failed']}"
         if req["incomplete"] or req["dropped"]:

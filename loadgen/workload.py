@@ -17,6 +17,7 @@ from .export import HdrIntervalLog, RequestLog
 from .prompts import PromptSource
 from .slo import SLO, parse_slo
 from .tokenizer import load_tokenizer
+from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 
 
 @dataclass(frozen=True)
@@ -58,18 +59,27 @@ class WorkloadSettings:
     save_requests: str | None = None
     hdr_log: str | None = None
     hdr_interval_s: float = 5.0
+    trace: str | None = None  # Mooncake JSONL: replaces --concurrency/--rate and prompts
+    trace_speedup: float = 1.0
+    trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS
 
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
         return cls(slos=tuple(parse_slo(text) for text in slo_texts), **kwargs)
 
-    def prompt_source(self) -> PromptSource:
-        """Loads the tokenizer and dataset (one-line errors for bad ones)."""
+    def trace_load(self) -> TraceReplay:
+        """The one level of a trace replay."""
+        return TraceReplay(load_trace(self.trace), self.trace_speedup)
+
+    def prompt_source(self) -> PromptSource | TracePrompts:
+        """Loads the tokenizer and dataset or trace (one-line errors for bad ones)."""
         from .errors import ConfigError
 
-        if self.dataset and self.prompts_file:
-            raise ConfigError("use --dataset or --prompts, not both")
+        if sum(bool(x) for x in (self.dataset, self.prompts_file, self.trace)) > 1:
+            raise ConfigError("use one of --dataset, --prompts and --trace")
         tokenizer = load_tokenizer(self.tokenizer) if self.tokenizer else None
+        if self.trace:
+            return TracePrompts(load_trace(self.trace), tokenizer, self.trace_block_tokens)
         dataset = load_dataset(self.dataset, self.dataset_format) if self.dataset else None
         texts = ()
         if self.prompts_file:
@@ -103,7 +113,10 @@ class WorkloadSettings:
                "prefix_groups": self.prefix_groups,
                "slos": [slo.text for slo in self.slos],
                "save_requests": self.save_requests, "hdr_log": self.hdr_log,
-               "dataset": None}
+               "dataset": None,
+               "trace": None if not self.trace else {
+                   "path": self.trace, "speedup": self.trace_speedup,
+                   "block_tokens": self.trace_block_tokens}}
         dataset = prompts.dataset if prompts is not None else None
         if dataset is not None:
             out["dataset"] = {"path": dataset.path, "format": dataset.format,
