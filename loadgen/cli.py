@@ -7,6 +7,7 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 import time
@@ -20,9 +21,10 @@ from .config import RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import run_async
 from .errors import ConfigError
-from .cli_workload import check_trace_options, workload_from_options, workload_options
+from .cli_workload import check_level_options, workload_from_options, workload_options
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
 from .results import format_table
+from .saturation import saturation_sweep
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -172,7 +174,11 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         if warning:
             click.echo(f"warning: {warning}", err=True)
 
-    result = await api_sweep(kw["target"], loads=loads, stop=stop, options=options,
+    runner = functools.partial(api_sweep, loads=loads)
+    if workload.profile == "saturation":  # levels chosen as the run goes
+        runner = functools.partial(saturation_sweep, rates=workload.profile_rates,
+                                   concurrency=workload.saturation_concurrency)
+    result = await runner(kw["target"], stop=stop, options=options,
                              prompts=prompts, workload=workload, out=out, control=control,
                              on_progress=progress, on_level=on_level,
                              server_metrics_interval_s=kw["server_metrics_interval"] or None,
@@ -205,7 +211,9 @@ def cli() -> None:
 @run_async
 async def run(concurrency: str | None, **kw: Any) -> None:
     """Measure one load level."""
-    check_trace_options(concurrency, kw)
+    check_level_options(concurrency, kw)
+    if kw["profile"]:
+        raise ConfigError("--profile runs several levels; use `loadgen sweep --profile ...`")
     if (concurrency and "," in concurrency) or (kw["rate"] and "," in kw["rate"]):
         raise ConfigError("run measures one level; use `loadgen sweep` for several values")
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
@@ -221,8 +229,8 @@ async def run(concurrency: str | None, **kw: Any) -> None:
 @run_async
 async def sweep(concurrency: str | None, **kw: Any) -> None:
     """Measure several load levels, each separately, into one results file."""
-    check_trace_options(concurrency, kw)
-    if concurrency is None and kw["rate"] is None and not kw["trace"]:
+    check_level_options(concurrency, kw)
+    if concurrency is None and kw["rate"] is None and not (kw["trace"] or kw["profile"]):
         concurrency = "1,4,16"
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
                         kw["max_rate"], kw["seed"])

@@ -47,12 +47,19 @@ _OPTIONS = [
                  help="Replay the trace X times faster."),
     click.option("--trace-block-tokens", type=int, default=512, show_default=True,
                  help="Prompt tokens per trace hash id (512 in the Mooncake release)."),
+    click.option("--profile", type=click.Choice(["saturation"]),
+                 help="saturation: measure one stream and --saturation-concurrency streams, "
+                 "then --profile-rates constant rates evenly between their request rates."),
+    click.option("--profile-rates", type=int, default=5, show_default=True,
+                 help="Rate levels of --profile saturation."),
+    click.option("--saturation-concurrency", type=int, default=64, show_default=True,
+                 help="Streams of --profile saturation's unthrottled level."),
 ]
 
 _KEYS = ("tokenizer", "input_tokens_stdev", "output_tokens_stdev", "dataset", "dataset_format",
          "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
          "save_requests", "hdr_log", "hdr_interval", "trace", "trace_speedup",
-         "trace_block_tokens")
+         "trace_block_tokens", "profile", "profile_rates", "saturation_concurrency")
 
 
 def workload_options(f: Callable) -> Callable:
@@ -61,10 +68,15 @@ def workload_options(f: Callable) -> Callable:
     return f
 
 
-def check_trace_options(concurrency: str | None, kw: dict[str, Any]) -> None:
-    """A trace brings its own schedule: no load level options beside it."""
+def check_level_options(concurrency: str | None, kw: dict[str, Any]) -> None:
+    """A trace and a profile choose their own levels: no level options beside them."""
+    if kw["trace"] and kw["profile"]:
+        raise ConfigError("use --trace or --profile, not both")
     if kw["trace"] and (concurrency or kw["rate"]):
         raise ConfigError("--trace replays the trace's own schedule; drop --concurrency/--rate")
+    if kw["profile"] and (concurrency or kw["rate"]):
+        raise ConfigError("--profile saturation chooses its own levels; drop "
+                          "--concurrency/--rate")
     if kw["trace"] and kw["warmup"]:
         raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
 

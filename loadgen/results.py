@@ -27,6 +27,12 @@ def _round(value: Any, digits: int = 3) -> Any:
     return round(value, digits) if isinstance(value, float) else value
 
 
+def requests_per_s(level: LevelResult) -> float:
+    """Completed requests / measured window."""
+    window = level.duration_s
+    return level.metrics.counts.completed / window if window > 0 else 0.0
+
+
 def level_to_dict(level: LevelResult) -> dict[str, Any]:
     m = level.metrics
     c = m.counts
@@ -44,7 +50,7 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
         "input_token_mismatches": c.input_token_mismatches,
         "cached_input_tokens": c.cached_tokens if c.cached_token_requests else None,
         "output_tokens_per_s": _round(c.output_tokens / window if window > 0 else 0.0),
-        "requests_per_s": _round(c.completed / window if window > 0 else 0.0, 4),
+        "requests_per_s": _round(requests_per_s(level), 4),
         "tokens_estimated_requests": c.estimated_token_requests,
         "histogram_clamped_values": c.clamped,
     }

@@ -62,6 +62,9 @@ class WorkloadSettings:
     trace: str | None = None  # Mooncake JSONL: replaces --concurrency/--rate and prompts
     trace_speedup: float = 1.0
     trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS
+    profile: str | None = None  # "saturation": bounds, then rates between (loadgen.saturation)
+    profile_rates: int = 5
+    saturation_concurrency: int = 64
 
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
