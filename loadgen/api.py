@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from typing import AsyncIterator, Callable, Iterable, Sequence
@@ -123,6 +124,10 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
     control = control or RunControl()
     if prompts is None:
         prompts = workload.prompt_source()
+    if getattr(prompts, "turns", 1) > 1:  # a session's next turn carries the answers
+        if options.api != "chat":
+            raise ConfigError("multi-turn sessions (--turns) need --api chat")
+        options = dataclasses.replace(options, keep_text=True)
     with workload.open_exports() as exports:
         async with _resolve_target(target, options, pool_size_for(loads),
                                    sagemaker_options) as (opened, simulated):

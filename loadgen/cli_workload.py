@@ -30,6 +30,11 @@ _OPTIONS = [
                  help="Synthetic prompts of a group start with the same N tokens."),
     click.option("--prefix-groups", type=int, default=1, show_default=True,
                  help="Number of distinct shared prefixes (requests cycle through them)."),
+    click.option("--turns", type=int, default=1, show_default=True,
+                 help="Multi-turn sessions of N turns (ShareGPT: the conversation's own, at "
+                 "most N), each request carrying the history; metrics per turn too."),
+    click.option("--think-time", type=float, default=0.0, show_default=True, metavar="S",
+                 help="Pause between an answer and the session's next turn."),
     click.option("--slo", "slos", multiple=True, metavar="SPEC",
                  help="Latency SLO, repeatable: ttft_ms<=500 (each request), "
                  "e2e_ms:p99<=8000 (the level), decode_tokens_per_s>=20. Adds goodput."),
@@ -56,7 +61,7 @@ _OPTIONS = [
                  help="Streams of --profile saturation's unthrottled level."),
 ]
 
-_KEYS = ("tokenizer", "input_tokens_stdev", "output_tokens_stdev", "dataset", "dataset_format",
+_KEYS = ("turns", "think_time", "tokenizer", "input_tokens_stdev", "output_tokens_stdev", "dataset", "dataset_format",
          "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
          "save_requests", "hdr_log", "hdr_interval", "trace", "trace_speedup",
          "trace_block_tokens", "profile", "profile_rates", "saturation_concurrency")
@@ -86,6 +91,7 @@ def workload_from_options(kw: dict[str, Any]) -> WorkloadSettings:
     mine = {key: kw.pop(key) for key in _KEYS}
     return WorkloadSettings.with_slo_texts(
         tuple(mine.pop("slos")), hdr_interval_s=mine.pop("hdr_interval"),
+        think_s=mine.pop("think_time"),
         input_tokens_stdev=mine.pop("input_tokens_stdev"),
         output_tokens_stdev=mine.pop("output_tokens_stdev"),
         input_tokens=kw["input_tokens"], output_tokens=kw["output_tokens"],

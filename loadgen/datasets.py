@@ -33,6 +33,13 @@ class DatasetRow:
     messages: tuple[dict, ...] | None = None
     max_tokens: int | None = None
     reference: str | None = None
+    # ShareGPT: the conversation's later (user turn, answer) pairs, for multi-turn sessions.
+    later_turns: tuple[tuple[str, str], ...] = ()
+
+    def turns(self) -> list["DatasetRow"]:
+        """This row as a session's turns: itself, then one row per later user turn."""
+        return [self, *(DatasetRow(text, self.line, reference=answer)
+                        for text, answer in self.later_turns)]
 
 
 @dataclass(frozen=True)
@@ -196,11 +203,12 @@ def _sharegpt_row(path: Path, lineno: int, entry) -> DatasetRow | None:
                 and isinstance(turn.get("value"), str)):
             raise _error(path, lineno, f'conversations[{i}] must be {{"from": "...", '
                          '"value": "..."}} with string values')
-    for i, turn in enumerate(turns[:-1]):
-        answer = turns[i + 1]
-        if turn["from"] in _USER_ROLES and turn["value"] and answer["from"] in _ANSWER_ROLES:
-            return DatasetRow(turn["value"], lineno, reference=answer["value"])
-    return None
+    pairs = [(turn["value"], answer["value"]) for turn, answer in zip(turns, turns[1:])
+             if turn["from"] in _USER_ROLES and turn["value"] and answer["from"] in _ANSWER_ROLES]
+    if not pairs:
+        return None
+    (text, reference), *later = pairs
+    return DatasetRow(text, lineno, reference=reference, later_turns=tuple(later))
 
 
 _READERS = {"sharegpt": _read_sharegpt, "jsonl": _read_jsonl, "text": _read_text}

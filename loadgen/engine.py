@@ -19,6 +19,7 @@ from asyncio_throttle import Throttler
 
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .metrics import LevelMetrics
+from .prompts import Session
 from .record import Prompt, RequestRecord
 from .selfcheck import ClientMonitor, ClientReport
 from .slo import SLO, SLOCounts
@@ -74,6 +75,7 @@ class LevelResult:
     records: list[RequestRecord] | None = None  # only with keep_records
     server: dict[str, Any] = field(default_factory=dict)
     slo: SLOCounts | None = None  # with SLOs: good requests and per-SLO passes
+    turns: dict[int, LevelMetrics] = field(default_factory=dict)  # multi-turn: per turn
 
 
 @dataclass
@@ -86,7 +88,8 @@ class RequestIds:
 class _Level:
     """State of one running level. Created and discarded by :func:`run_level`."""
 
-    def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt],
+    def __init__(self, target: Target, load: Load, stop: StopRule,
+                 prompts: Iterator[Prompt | Session],
                  control: RunControl, measured: bool, keep_records: bool,
                  ids: RequestIds, slos: Sequence[SLO] = (),
                  sinks: Sequence[RecordSink] = ()) -> None:
@@ -100,6 +103,7 @@ class _Level:
         self.metrics = LevelMetrics()
         self.slo = SLOCounts(slos) if slos else None
         self.sinks = sinks
+        self.turn_metrics: dict[int, LevelMetrics] = {}  # multi-turn: metrics per turn
         self.records: list[RequestRecord] | None = [] if keep_records else None
         self.issued = 0
         self.in_flight = 0
@@ -146,6 +150,8 @@ class _Level:
     def _finish(self, rec: RequestRecord) -> None:
         self.last_end_ns = max(self.last_end_ns, rec.end_ns)
         self.metrics.add(rec)
+        if rec.turn is not None:
+            self.turn_metrics.setdefault(rec.turn, LevelMetrics()).add(rec)
         if self.slo is not None:
             self.slo.add(rec)
         for sink in self.sinks:
@@ -158,7 +164,39 @@ class _Level:
         self.ids.value += 1
         return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
                              input_tokens_exact=prompt.input_tokens_exact,
-                             tag=prompt.tag, request_id=self.ids.value)
+                             tag=prompt.tag, request_id=self.ids.value,
+                             session=prompt.session, turn=prompt.turn)
+
+    async def _serve(self, item: Prompt | Session, intended_ns: int, closed: bool) -> None:
+        """Send one prompt, or run one multi-turn session, due at ``intended_ns``."""
+        if isinstance(item, Session):
+            await self._run_session(item, intended_ns, closed)
+            return
+        rec = self._new_record(item, intended_ns)
+        if closed:
+            rec.start_ns = intended_ns
+        await self._send(item, rec)
+
+    async def _run_session(self, session: Session, intended_ns: int, closed: bool) -> None:
+        """A session's turns in order, here (one stream), each carrying the history so far
+        with the model's answers; later turns are closed loop (due when sent). A failed
+        turn ends its session: the next turn would have no answer to build on."""
+        history: tuple[dict, ...] = ()
+        for turn in range(1, len(session.turns) + 1):
+            if turn > 1:
+                if session.think_s:
+                    await asyncio.sleep(session.think_s)
+                if not self._may_start():
+                    return
+                intended_ns, closed = time.perf_counter_ns(), True
+            prompt = session.prompt(turn, history)
+            rec = self._new_record(prompt, intended_ns)
+            if closed:
+                rec.start_ns = intended_ns
+            await self._send(prompt, rec)
+            if not rec.ok:
+                return
+            history = (*prompt.messages, {"role": "assistant", "content": rec.text or ""})
 
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
@@ -170,11 +208,7 @@ class _Level:
                     await throttler.acquire()
                     if not self._may_start():
                         return
-                prompt = next(self.prompts)
-                now = time.perf_counter_ns()
-                rec = self._new_record(prompt, now)
-                rec.start_ns = now
-                await self._send(prompt, rec)
+                await self._serve(next(self.prompts), time.perf_counter_ns(), closed=True)
 
         return {tg.create_task(worker()) for _ in range(load.concurrency)}
 
@@ -195,9 +229,7 @@ class _Level:
                     self.metrics.add_dropped()
                     self.issued += 1
                     continue
-                prompt = next(self.prompts)
-                rec = self._new_record(prompt, due)
-                task = tg.create_task(self._send(prompt, rec))
+                task = tg.create_task(self._serve(next(self.prompts), due, closed=False))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
@@ -272,4 +304,4 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     end = max(level.last_end_ns, t0)
     return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
                        client=monitor.report(), partial=control.stopped,
-                       records=level.records, slo=level.slo)
+                       records=level.records, slo=level.slo, turns=level.turn_metrics)

@@ -3,7 +3,7 @@
 - :class:`RequestLog` (``--save-requests FILE.jsonl``): one JSON line per measured
   request as it finishes: its level, every raw field of its RequestRecord (nanosecond
   ``perf_counter_ns`` timestamps, the arrival time of every content chunk, token counts,
-  error type and message) and, with SLOs, whether it was good.
+  error type and message; not the generated text) and, with SLOs, whether it was good.
 - :class:`HdrIntervalLog` (``--hdr-log DIR``): for each level and metric, a file of
   interval histograms (one per ``interval_s``) in the HdrHistogram log format, written
   with hdrh's ``HistogramLogWriter`` and readable by HdrHistogram's standard tools
@@ -54,8 +54,7 @@ class RequestLog:
     def add(self, record: RequestRecord) -> None:
         line = {**self._level, **{f.name: getattr(record, f.name)
                                   for f in dataclasses.fields(record)}}
-        if line.get("text") is None:
-            line.pop("text", None)
+        line.pop("text", None)  # generated text stays out: the export is about timing
         if self.slos:
             line["good"] = is_good(record, self.slos)
         self._file.write(orjson.dumps(line).decode())

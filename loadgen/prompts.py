@@ -13,9 +13,9 @@ import hashlib
 import itertools
 import random
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .datasets import Dataset, DatasetRow, load_dataset
 from .errors import ConfigError
@@ -50,6 +50,27 @@ def draw_length(rng: random.Random, mean: int, stdev: float, low: int = 1) -> in
 
 
 @dataclass(frozen=True)
+class Session:
+    """A multi-turn conversation: its user turns are sent in order on one stream, each
+    request carrying the whole history so far (the model's earlier answers included).
+    ``turns`` hold each turn's own user message and ``max_tokens``."""
+
+    index: int
+    turns: tuple[Prompt, ...]
+    think_s: float = 0.0
+    count: Callable[[str], int] = estimate_tokens
+    exact: bool = False
+
+    def prompt(self, turn: int, history: tuple[dict, ...]) -> Prompt:
+        """Turn ``turn`` (1-based) after ``history`` (earlier messages and answers)."""
+        own = self.turns[turn - 1]
+        messages = (*history, {"role": "user", "content": own.text})
+        return replace(own, messages=messages, session=self.index, turn=turn,
+                       input_tokens=sum(self.count(m["content"]) for m in messages),
+                       input_tokens_exact=self.exact)
+
+
+@dataclass(frozen=True)
 class PromptSource:
     """An endless, deterministic (given ``seed`` and ``salt``) stream of prompts for a run.
 
@@ -72,6 +93,8 @@ class PromptSource:
     salt: str | None = None  # None: a random one per iteration (per run)
     shared_prefix_tokens: int = 0
     prefix_groups: int = 1
+    turns: int = 1  # > 1: yields Sessions of this many turns (a dataset row's own, at most)
+    think_s: float = 0.0  # pause between a session's answer and its next turn
 
     def __post_init__(self) -> None:
         checks = [(self.input_tokens >= 1, f"--input-tokens must be >= 1 (got {self.input_tokens})"),
@@ -80,6 +103,8 @@ class PromptSource:
                   (self.input_stdev >= 0 and self.output_stdev >= 0,
                    "--input-tokens-stdev and --output-tokens-stdev must be >= 0"),
                   (self.prefix_groups >= 1, f"--prefix-groups must be >= 1 (got {self.prefix_groups})"),
+                  (self.turns >= 1, f"--turns must be >= 1 (got {self.turns})"),
+                  (self.think_s >= 0, f"--think-time must be >= 0 (got {self.think_s})"),
                   (0 <= self.shared_prefix_tokens < self.input_tokens,
                    f"--shared-prefix-tokens must be >= 0 and below --input-tokens "
                    f"({self.input_tokens}); got {self.shared_prefix_tokens}")]
@@ -94,7 +119,23 @@ class PromptSource:
     def input_tokens_exact(self) -> bool:
         return self.tokenizer is not None
 
-    def __iter__(self) -> Iterator[Prompt]:
+    def __iter__(self) -> Iterator[Prompt | Session]:
+        if self.turns == 1:
+            return self._prompts()
+        if self.dataset is not None:
+            rows = _sampled(self.dataset.rows, random.Random(self.seed), self.replacement)
+            rng = random.Random(self.seed + 1)
+            return (self._session(i, [self._from_row(turn, rng) for turn in row.turns()])
+                    for i, row in enumerate(rows))
+        prompts = self._prompts()
+        return (self._session(i, [next(prompts) for _ in range(self.turns)])
+                for i in itertools.count())
+
+    def _session(self, index: int, turns: list[Prompt]) -> Session:
+        return Session(index, tuple(turns[:self.turns]), self.think_s, self._count,
+                       self.tokenizer is not None)
+
+    def _prompts(self) -> Iterator[Prompt]:
         rng = random.Random(self.seed)
         if self.dataset is not None:
             rows = _sampled(self.dataset.rows, rng, self.replacement)

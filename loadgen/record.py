@@ -31,9 +31,13 @@ class Prompt:
     # Free-form tag carried into results (e.g. a fidelity question id).
     tag: str | None = None
     input_tokens_exact: bool = False
-    # Chat history to send instead of one user message (datasets with ``messages``);
-    # ``text`` then holds the last user message, for targets that take plain text.
+    # Chat history to send instead of one user message (datasets with ``messages``,
+    # multi-turn sessions); ``text`` then holds the last user message, for targets that
+    # take plain text.
     messages: tuple[dict, ...] | None = None
+    # Multi-turn sessions: which session (0, 1, ...) and which turn (1, 2, ...).
+    session: int | None = None
+    turn: int | None = None
 
 
 @dataclass(slots=True)
@@ -71,6 +75,8 @@ class RequestRecord:
     input_tokens_exact: bool = False
     server_input_tokens: int | None = None
     cached_tokens: int | None = None
+    session: int | None = None
+    turn: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -16,7 +16,7 @@ import orjson
 from . import __version__
 from .atomic import write_atomic
 from .engine import LevelResult
-from .metrics import ALL_METRICS
+from .metrics import ALL_METRICS, LevelMetrics
 
 
 HISTOGRAM_UNITS = {name: "milli_tokens_per_s" if name == "decode_tokens_per_s" else "us"
@@ -58,12 +58,25 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
         out[name] = {k: _round(v) for k, v in stats.items()}
     if level.slo is not None:
         out["goodput"] = level.slo.to_dict(window, m.hists, c.requests)
+    if level.turns:
+        out["turns"] = [_turn_to_dict(turn, level.turns[turn]) for turn in sorted(level.turns)]
     out["histograms"] = m.encoded()
     out["histogram_units"] = HISTOGRAM_UNITS
     out["client"] = level.client.to_dict()
     out["partial"] = level.partial
     # The server's own gauges sampled during the level (vLLM /metrics); null when unreachable.
     out["server_metrics"] = level.server or None
+    return out
+
+
+def _turn_to_dict(turn: int, metrics: LevelMetrics) -> dict[str, Any]:
+    """Multi-turn sessions: the requests of one turn number (same formulas as the level)."""
+    c = metrics.counts
+    out: dict[str, Any] = {"turn": turn, "completed": c.completed, "failed": c.failed,
+                           "incomplete": c.incomplete, "input_tokens": c.input_tokens,
+                           "output_tokens": c.output_tokens}
+    for name, stats in metrics.summary().items():
+        out[name] = {k: _round(v) for k, v in stats.items()}
     return out
 
 

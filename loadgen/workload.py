@@ -55,6 +55,8 @@ class WorkloadSettings:
     seed: int = 0
     shared_prefix_tokens: int = 0
     prefix_groups: int = 1
+    turns: int = 1
+    think_s: float = 0.0
     slos: tuple[SLO, ...] = ()
     save_requests: str | None = None
     hdr_log: str | None = None
@@ -92,7 +94,8 @@ class WorkloadSettings:
                             output_stdev=self.output_tokens_stdev, tokenizer=tokenizer,
                             dataset=dataset, replacement=self.sample_with_replacement,
                             seed=self.seed, shared_prefix_tokens=self.shared_prefix_tokens,
-                            prefix_groups=self.prefix_groups)
+                            prefix_groups=self.prefix_groups, turns=self.turns,
+                            think_s=self.think_s)
 
     @contextlib.contextmanager
     def open_exports(self) -> Iterator[Exports]:
@@ -113,7 +116,8 @@ class WorkloadSettings:
                "output_tokens": self.output_tokens,
                "output_tokens_stdev": self.output_tokens_stdev, "seed": self.seed,
                "shared_prefix_tokens": self.shared_prefix_tokens,
-               "prefix_groups": self.prefix_groups,
+               "prefix_groups": self.prefix_groups, "turns": self.turns,
+               "think_s": self.think_s,
                "slos": [slo.text for slo in self.slos],
                "save_requests": self.save_requests, "hdr_log": self.hdr_log,
                "dataset": None,
