@@ -155,7 +155,8 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     workload = workload_from_options(kw)
     if workload.trace:
         loads = [workload.trace_load()]
-    stop = StopRule(kw["n_requests"], kw["duration"], kw["warmup"], kw["graceful_stop"])
+    stop = StopRule(kw["n_requests"], kw["duration"], kw["warmup"], kw["graceful_stop"],
+                    ramp_up_s=kw["ramp_up"])
     options = RequestOptions(
         api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
         continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],

@@ -30,6 +30,9 @@ _OPTIONS = [
                  help="Synthetic prompts of a group start with the same N tokens."),
     click.option("--prefix-groups", type=int, default=1, show_default=True,
                  help="Number of distinct shared prefixes (requests cycle through them)."),
+    click.option("--ramp-up", type=float, default=0.0, show_default=True, metavar="S",
+                 help="Start each level's streams spread over S seconds (rates ramp "
+                 "linearly); requests started meanwhile are not measured."),
     click.option("--turns", type=int, default=1, show_default=True,
                  help="Multi-turn sessions of N turns (ShareGPT: the conversation's own, at "
                  "most N), each request carrying the history; metrics per turn too."),
@@ -82,6 +85,8 @@ def check_level_options(concurrency: str | None, kw: dict[str, Any]) -> None:
     if kw["profile"] and (concurrency or kw["rate"]):
         raise ConfigError("--profile saturation chooses its own levels; drop "
                           "--concurrency/--rate")
+    if kw["trace"] and kw["ramp_up"]:
+        raise ConfigError("--ramp-up does not apply to --trace (the trace has its own timing)")
     if kw["trace"] and kw["warmup"]:
         raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
 

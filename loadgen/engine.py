@@ -13,11 +13,11 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Coroutine, Iterator, Protocol, Sequence
 
 from asyncio_throttle import Throttler
 
-from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .load import ArrivalRate, ConstantConcurrency, Load, StopRule, ramped
 from .metrics import LevelMetrics
 from .prompts import Session
 from .record import Prompt, RequestRecord
@@ -76,6 +76,8 @@ class LevelResult:
     server: dict[str, Any] = field(default_factory=dict)
     slo: SLOCounts | None = None  # with SLOs: good requests and per-SLO passes
     turns: dict[int, LevelMetrics] = field(default_factory=dict)  # multi-turn: per turn
+    ramp_up_s: float = 0.0
+    ramp_excluded: int = 0  # requests started during the ramp-up (sent, not measured)
 
 
 @dataclass
@@ -109,6 +111,11 @@ class _Level:
         self.in_flight = 0
         self.stopping = False
         self.last_end_ns = 0
+        # Ramp-up: requests due before ``ramp_end_ns`` are sent but not measured or counted
+        # towards the limit (by start time, not completion).
+        self.ramp_ns = round(stop.ramp_up_s * 1e9) if measured else 0
+        self.ramp_end_ns = 0  # set when the phase starts
+        self.ramp_issued = 0
         self._stop_event = asyncio.Event()
         self._grace_s = stop.graceful_stop_s
 
@@ -120,7 +127,8 @@ class _Level:
         self._stop_event.set()
 
     def _may_start(self) -> bool:
-        return not self.stopping and (self.limit is None or self.issued < self.limit)
+        return not self.stopping and (self.limit is None
+                                      or self.issued - self.ramp_issued < self.limit)
 
     async def cancel_after_grace(self, tasks: set[asyncio.Task]) -> None:
         """After a stop, give in-flight requests the grace period, then cancel them."""
@@ -148,6 +156,8 @@ class _Level:
         self._finish(rec)
 
     def _finish(self, rec: RequestRecord) -> None:
+        if rec.intended_ns < self.ramp_end_ns:
+            return  # started during the ramp-up: not part of the level's measurement
         self.last_end_ns = max(self.last_end_ns, rec.end_ns)
         self.metrics.add(rec)
         if rec.turn is not None:
@@ -161,62 +171,67 @@ class _Level:
 
     def _new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
         self.issued += 1
+        self.ramp_issued += intended_ns < self.ramp_end_ns
         self.ids.value += 1
         return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
                              input_tokens_exact=prompt.input_tokens_exact,
                              tag=prompt.tag, request_id=self.ids.value,
                              session=prompt.session, turn=prompt.turn)
 
-    async def _serve(self, item: Prompt | Session, intended_ns: int, closed: bool) -> None:
-        """Send one prompt, or run one multi-turn session, due at ``intended_ns``."""
-        if isinstance(item, Session):
-            await self._run_session(item, intended_ns, closed)
-            return
-        rec = self._new_record(item, intended_ns)
+    def _start(self, item: Prompt | Session, intended_ns: int,
+               closed: bool) -> Coroutine[Any, Any, None]:
+        """Count the request now (the next limit check must see it) and return what sends
+        it: one prompt, or a whole multi-turn session starting with it."""
+        session = item if isinstance(item, Session) else None
+        prompt = session.prompt(1, ()) if session is not None else item
+        rec = self._new_record(prompt, intended_ns)
         if closed:
             rec.start_ns = intended_ns
-        await self._send(item, rec)
+        if session is None:
+            return self._send(prompt, rec)
+        return self._run_session(session, prompt, rec)
 
-    async def _run_session(self, session: Session, intended_ns: int, closed: bool) -> None:
+    async def _run_session(self, session: Session, prompt: Prompt, rec: RequestRecord) -> None:
         """A session's turns in order, here (one stream), each carrying the history so far
         with the model's answers; later turns are closed loop (due when sent). A failed
         turn ends its session: the next turn would have no answer to build on."""
-        history: tuple[dict, ...] = ()
-        for turn in range(1, len(session.turns) + 1):
-            if turn > 1:
-                if session.think_s:
-                    await asyncio.sleep(session.think_s)
-                if not self._may_start():
-                    return
-                intended_ns, closed = time.perf_counter_ns(), True
-            prompt = session.prompt(turn, history)
-            rec = self._new_record(prompt, intended_ns)
-            if closed:
-                rec.start_ns = intended_ns
+        while True:
             await self._send(prompt, rec)
-            if not rec.ok:
+            if not rec.ok or prompt.turn == len(session.turns):
                 return
             history = (*prompt.messages, {"role": "assistant", "content": rec.text or ""})
+            if session.think_s:
+                await asyncio.sleep(session.think_s)
+            if not self._may_start():
+                return
+            prompt = session.prompt(prompt.turn + 1, history)
+            now = time.perf_counter_ns()
+            rec = self._new_record(prompt, now)
+            rec.start_ns = now
 
     # -- load models ----------------------------------------------------------------------
-    async def closed_loop(self, load: ConstantConcurrency, tg: TaskGroup) -> set[asyncio.Task]:
+    async def closed_loop(self, load: ConstantConcurrency, t0: int,
+                          tg: TaskGroup) -> set[asyncio.Task]:
         throttler = Throttler(1, period=1 / load.max_rate) if load.max_rate else None
 
-        async def worker() -> None:
+        async def worker(index: int) -> None:
+            # Ramp-up: stream ``index`` starts at t0 + index/concurrency of the ramp.
+            start = t0 + self.ramp_ns * index // load.concurrency
+            await asyncio.sleep(max(0, start - time.perf_counter_ns()) / 1e9)
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
-                await self._serve(next(self.prompts), time.perf_counter_ns(), closed=True)
+                await self._start(next(self.prompts), time.perf_counter_ns(), closed=True)
 
-        return {tg.create_task(worker()) for _ in range(load.concurrency)}
+        return {tg.create_task(worker(i)) for i in range(load.concurrency)}
 
     async def open_loop(self, load: ArrivalRate, t0: int, tg: TaskGroup) -> set[asyncio.Task]:
         tasks: set[asyncio.Task] = set()
         stop_wait = asyncio.ensure_future(self._stop_event.wait())
         try:
-            for offset in load.offsets_ns():
+            for offset in ramped(load.offsets_ns(), self.ramp_ns):
                 if not self._may_start():
                     break
                 due = t0 + offset
@@ -229,7 +244,7 @@ class _Level:
                     self.metrics.add_dropped()
                     self.issued += 1
                     continue
-                task = tg.create_task(self._serve(next(self.prompts), due, closed=False))
+                task = tg.create_task(self._start(next(self.prompts), due, closed=False))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
@@ -255,18 +270,19 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
     loop = asyncio.get_running_loop()
     timer = None
     if level.duration_s is not None:
-        timer = loop.call_later(level.duration_s, level.begin_stop)
+        timer = loop.call_later(level.ramp_ns / 1e9 + level.duration_s, level.begin_stop)
     forget = level.control.on_stop(lambda: level.begin_stop(grace_s=0))
     if level.control.stopped:
         level.begin_stop(grace_s=0)
     t0 = time.perf_counter_ns()
+    level.ramp_end_ns = t0 + level.ramp_ns if level.ramp_ns else 0
     try:
         async with TaskGroup() as tg:
             helpers = [tg.create_task(w.run()) for w in watchers]
             if on_progress:
                 helpers.append(tg.create_task(_progress_ticker(level, on_progress, t0)))
             if isinstance(level.load, ConstantConcurrency):
-                tasks = await level.closed_loop(level.load, tg)
+                tasks = await level.closed_loop(level.load, t0, tg)
             else:
                 tasks = await level.open_loop(level.load, t0, tg)
             helpers.append(tg.create_task(level.cancel_after_grace(tasks)))
@@ -301,7 +317,9 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     level = _Level(target, load, stop, prompts, control, True, keep_records, ids, slos, sinks)
     monitor = ClientMonitor()
     t0 = await _run_phase(level, on_progress, (monitor, *watchers))
-    end = max(level.last_end_ns, t0)
-    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - t0) / 1e9,
+    start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
+    end = max(level.last_end_ns, start)
+    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - start) / 1e9,
                        client=monitor.report(), partial=control.stopped,
-                       records=level.records, slo=level.slo, turns=level.turn_metrics)
+                       records=level.records, slo=level.slo, turns=level.turn_metrics,
+                       ramp_up_s=stop.ramp_up_s, ramp_excluded=level.ramp_issued)

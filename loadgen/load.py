@@ -16,6 +16,7 @@ The runner lives in :mod:`loadgen.engine`; nothing here does I/O.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Iterator, Union
@@ -102,6 +103,9 @@ class StopRule:
     duration_s: float | None = None
     warmup: int = 0
     graceful_stop_s: float = 30.0
+    # Streams start spread over the ramp-up (rates ramp linearly); requests started during
+    # it are sent but not measured, and ``requests``/``duration_s`` count from its end.
+    ramp_up_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.requests is not None and self.requests < 1:
@@ -110,6 +114,8 @@ class StopRule:
             raise ConfigError(f"--duration must be > 0 seconds (got {self.duration_s})")
         if self.warmup < 0:
             raise ConfigError(f"--warmup must be >= 0 (got {self.warmup})")
+        if self.ramp_up_s < 0:
+            raise ConfigError(f"--ramp-up must be >= 0 seconds (got {self.ramp_up_s})")
         if self.graceful_stop_s < 0:
             raise ConfigError(f"--graceful-stop must be >= 0 (got {self.graceful_stop_s})")
 
@@ -118,6 +124,22 @@ class StopRule:
         if self.requests is not None:
             return self.requests
         return None if self.duration_s is not None else default_requests(load)
+
+
+def ramped(offsets: Iterator[int], ramp_ns: int) -> Iterator[int]:
+    """Open-loop offsets with the rate ramping linearly from 0 over ``ramp_ns``.
+
+    A time change: the request due at ``t`` in the steady schedule is due when the ramped
+    rate has delivered as many, ``sqrt(2·ramp·t)`` during the ramp and ``t + ramp/2``
+    after it, so Poisson arrivals stay Poisson (with a rising rate).
+    """
+    for offset in offsets:
+        if not ramp_ns:
+            yield offset
+        elif 2 * offset < ramp_ns:
+            yield round(math.sqrt(2 * ramp_ns * offset))
+        else:
+            yield offset + ramp_ns // 2
 
 
 # A closed-loop level measures steady state only after several waves of its concurrency:

@@ -58,6 +58,8 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
         out[name] = {k: _round(v) for k, v in stats.items()}
     if level.slo is not None:
         out["goodput"] = level.slo.to_dict(window, m.hists, c.requests)
+    if level.ramp_up_s:
+        out["ramp_up"] = {"seconds": level.ramp_up_s, "excluded_requests": level.ramp_excluded}
     if level.turns:
         out["turns"] = [_turn_to_dict(turn, level.turns[turn]) for turn in sorted(level.turns)]
     out["histograms"] = m.encoded()
