@@ -64,8 +64,8 @@ _OPTIONS = [
                  help="Streams of --profile saturation's unthrottled level."),
 ]
 
-_KEYS = ("turns", "think_time", "tokenizer", "input_tokens_stdev", "output_tokens_stdev", "dataset", "dataset_format",
-         "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
+_KEYS = ("turns", "think_time", "tokenizer", "input_tokens_stdev", "output_tokens_stdev",
+         "dataset", "dataset_format", "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
          "save_requests", "hdr_log", "hdr_interval", "trace", "trace_speedup",
          "trace_block_tokens", "profile", "profile_rates", "saturation_concurrency")
 

@@ -133,12 +133,16 @@ def _messages(path: Path, lineno: int, messages) -> tuple[dict, ...]:
     if not isinstance(messages, list) or not messages:
         raise _error(path, lineno, '"messages" must be a non-empty list of '
                      '{"role": ..., "content": "..."}')
-    for i, message in enumerate(messages):
-        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), str)):
-            raise _error(path, lineno, f'messages[{i}] must be {{"role": "...", '
-                         '"content": "..."}} with string values')
+    _check_items(path, lineno, messages, "messages", ("role", "content"))
     return tuple({"role": m["role"], "content": m["content"]} for m in messages)
+
+
+def _check_items(path: Path, lineno: int, items: list, name: str, keys: tuple[str, str]) -> None:
+    """Every item an object with string values under both ``keys``, else FILE:LINE."""
+    for i, item in enumerate(items):
+        if not (isinstance(item, dict) and all(isinstance(item.get(k), str) for k in keys)):
+            raise _error(path, lineno, f'{name}[{i}] must be {{"{keys[0]}": "...", '
+                         f'"{keys[1]}": "..."}} with string values')
 
 
 # --------------------------------------------------------------------------- ShareGPT
@@ -198,11 +202,7 @@ def _sharegpt_row(path: Path, lineno: int, entry) -> DatasetRow | None:
     if not isinstance(turns, list):
         raise _error(path, lineno, 'each entry needs a "conversations" list '
                      '([{"from": "human", "value": "..."}, ...])')
-    for i, turn in enumerate(turns):
-        if not (isinstance(turn, dict) and isinstance(turn.get("from"), str)
-                and isinstance(turn.get("value"), str)):
-            raise _error(path, lineno, f'conversations[{i}] must be {{"from": "...", '
-                         '"value": "..."}} with string values')
+    _check_items(path, lineno, turns, "conversations", ("from", "value"))
     pairs = [(turn["value"], answer["value"]) for turn, answer in zip(turns, turns[1:])
              if turn["from"] in _USER_ROLES and turn["value"] and answer["from"] in _ANSWER_ROLES]
     if not pairs:

@@ -31,12 +31,17 @@ _WORDS = ("the of and to in is was for on that with as by at from his her which 
 DEFAULT_OUTPUT_TOKENS = 128
 
 
+def request_tag(index: int, salt: str = "") -> str:
+    """A prompt's unique start: a hash of ``salt`` and ``index``, then the number."""
+    digest = hashlib.blake2s(f"{salt}{index}".encode(), digest_size=4).hexdigest()
+    return f"{digest} request {index}:"
+
+
 def synthetic_text(tokens: int, index: int = 0, salt: str = "") -> str:
     """About ``tokens`` tokens of deterministic filler. It starts with a hash of ``salt``
     and ``index``, so prompts differ from their first token on (no accidental prefix-cache
     hits across requests), then varies where the filler starts."""
-    tag = hashlib.blake2s(f"{salt}{index}".encode(), digest_size=4).hexdigest()
-    words = [f"{tag} request {index}:"]
+    words = [request_tag(index, salt)]
     n = len(_WORDS)
     words += (_WORDS[(index * 7 + i) % n] for i in range(max(tokens - 5, 1)))
     return " ".join(words)
@@ -146,11 +151,12 @@ class PromptSource:
         salt = self.salt if self.salt is not None else secrets.token_hex(3) + "-"
         prefixes = [self._prefix(group) for group in range(self.prefix_groups)
                     ] if self.shared_prefix_tokens else []
-        return (self._synthetic(i, rng, salt, prefixes) for i in itertools.count())
+        bodies: dict[int, str] = {}  # exact-length filler by token count, made once each
+        return (self._synthetic(i, rng, salt, prefixes, bodies) for i in itertools.count())
 
     # -- synthetic ------------------------------------------------------------------------
-    def _synthetic(self, index: int, rng: random.Random, salt: str,
-                   prefixes: list[str]) -> Prompt:
+    def _synthetic(self, index: int, rng: random.Random, salt: str, prefixes: list[str],
+                   bodies: dict[int, str]) -> Prompt:
         n_in = draw_length(rng, self.input_tokens, self.input_stdev,
                            low=self.shared_prefix_tokens + 1)
         n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev)
@@ -159,7 +165,8 @@ class PromptSource:
         if self.tokenizer is None:
             text = prefix + synthetic_text(unique, index, salt)
         else:
-            text = self._exact(prefix, unique, index, salt, n_in)
+            text = (self._quick_exact(prefix, index, salt, n_in, bodies)
+                     or self._exact(prefix, unique, index, salt, n_in))
         return Prompt(text, n_out, self.min_tokens, input_tokens=n_in,
                       input_tokens_exact=self.tokenizer is not None)
 
@@ -170,6 +177,20 @@ class PromptSource:
             return synthetic_text(self.shared_prefix_tokens, group * 11, salt) + " "
         text = synthetic_text(self.shared_prefix_tokens + 8, group * 11, salt)
         return self._cut(text, self.shared_prefix_tokens) + " "
+
+    def _quick_exact(self, prefix: str, index: int, salt: str, total: int,
+                     bodies: dict[int, str]) -> str | None:
+        """The request's own tag, then cached filler of the remaining length: one encode
+        to check instead of cutting fresh text. None when the parts don't add up (a
+        merge across a boundary) or there is no room; the caller then cuts."""
+        tag = request_tag(index, salt) + " "
+        room = total - self.tokenizer.count(prefix + tag)
+        if room < 1:
+            return None
+        if room not in bodies:
+            bodies[room] = self.tokenizer.cut(synthetic_text(room + 8, 0, "body "), room) or ""
+        text = prefix + tag + bodies[room]
+        return text if bodies[room] and self.tokenizer.count(text) == total else None
 
     def _exact(self, prefix: str, unique: int, index: int, salt: str, total: int) -> str:
         # Filler has more words than tokens are needed (a word is at least one token);
