@@ -11,10 +11,12 @@ process (so their CPU is accounted separately):
    (a server-bound result shows the server near 100 % of a core), peak RSS, and RSS after a
    run twice as long (memory must not grow with run length).
 2. *paced*: TTFT 50 ms, ITL 10 ms at concurrency 1, 64, 256. Timing error per request,
-   matched by ``X-Request-Id`` with the simulator's own write log (both clocks are
-   CLOCK_MONOTONIC): TTFT error = client first-content timestamp − simulator's write of
-   the first content chunk; end error = client's last content timestamp − simulator's
-   last write.
+   matched by ``X-Request-Id`` with the simulator's own log (both clocks are
+   CLOCK_MONOTONIC): TTFT error = (client: first content − intended send) − (simulator:
+   first content write − request received), the error a user suffers, send side included;
+   end error = client's last content timestamp − simulator's last write.
+   ``benchmarks/ttft_error.py`` does the same against a leaner reference server, side by side
+   with a raw asyncio client (the physical limit).
 3. *sagemaker*: see ``benchmarks/sagemaker_decode.py`` (event-stream path), run from here.
 """
 
@@ -103,7 +105,8 @@ def paced(concurrency: int, requests: int, output_tokens: int) -> dict:
         entry = log.get(str(rec.request_id))
         if entry is None or not rec.content_ns or not entry["first_content_write_ns"]:
             continue
-        ttft_err.append((rec.content_ns[0] - entry["first_content_write_ns"]) / 1e6)
+        server_ttft = entry["first_content_write_ns"] - entry["received_ns"]
+        ttft_err.append(((rec.content_ns[0] - rec.intended_ns) - server_ttft) / 1e6)
         end_err.append((rec.content_ns[-1] - entry["last_write_ns"]) / 1e6)
     summary = result.to_dict()["levels"][0]
     return {"mode": "paced", "concurrency": concurrency, "requests": requests,

@@ -17,7 +17,7 @@ import click
 
 from . import __version__
 from .api import sweep as api_sweep
-from .config import RequestOptions, Timeouts
+from .config import TRANSPORTS, RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import run_async
 from .errors import ConfigError
@@ -96,6 +96,9 @@ def load_options(f: Callable) -> Callable:
         click.option("--idle-timeout", type=float, default=120.0, show_default=True,
                      help="Max seconds between two reads of a stream."),
         click.option("--connect-timeout", type=float, default=10.0, show_default=True),
+        click.option("--transport", type=click.Choice(TRANSPORTS), default="stream",
+                     show_default=True, help="HTTP client: loadgen's streaming transport, or "
+                     "aiohttp (to compare)."),
         click.option("--server-metrics-interval", type=float, default=1.0, show_default=True,
                      metavar="S", help="vLLM HTTP targets: sample /metrics every S seconds "
                      "during each level (0: off)."),
@@ -160,7 +163,8 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     options = RequestOptions(
         api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
         continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
-        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]))
+        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
+        transport=kw["transport"])
     prompts = workload.prompt_source()
     out = kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
     sagemaker = {k: kw[k] for k in ("region", "endpoint_url", "inference_component",

@@ -8,6 +8,9 @@ from typing import Any
 from .record import Prompt
 
 APIS = ("chat", "completions")
+# How HTTP requests go out: "stream" (loadgen's own asyncio.Protocol transport, the default)
+# or "aiohttp" (aiohttp's client, kept to compare against).
+TRANSPORTS = ("stream", "aiohttp")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class RequestOptions:
     keep_text: bool = False  # keep generated text on records (fidelity runs)
     api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key, never the key
     timeouts: Timeouts = Timeouts()
+    transport: str = "stream"  # HTTP targets: one of TRANSPORTS
 
 
 def openai_body(prompt: Prompt, options: RequestOptions, model: str | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ deadline (none after Ctrl-C) and are then cancelled and counted incomplete.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ class LevelResult:
     turns: dict[int, LevelMetrics] = field(default_factory=dict)  # multi-turn: per turn
     ramp_up_s: float = 0.0
     ramp_excluded: int = 0  # requests started during the ramp-up (sent, not measured)
+    # The target's connection counters over the measured phase (opened, reconnects, ...).
+    connections: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -179,35 +182,33 @@ class _Level:
                              session=prompt.session, turn=prompt.turn)
 
     def _start(self, item: Prompt | Session, intended_ns: int,
-               closed: bool) -> Coroutine[Any, Any, None]:
+               closed: bool) -> Coroutine[Any, Any, RequestRecord]:
         """Count the request now (the next limit check must see it) and return what sends
-        it: one prompt, or a whole multi-turn session starting with it."""
+        it, one prompt or a whole multi-turn session, and returns the last record."""
         session = item if isinstance(item, Session) else None
         prompt = session.prompt(1, ()) if session is not None else item
-        rec = self._new_record(prompt, intended_ns)
-        if closed:
-            rec.start_ns = intended_ns
-        if session is None:
-            return self._send(prompt, rec)
-        return self._run_session(session, prompt, rec)
+        return self._run(session, prompt, self._new_record(prompt, intended_ns), closed)
 
-    async def _run_session(self, session: Session, prompt: Prompt, rec: RequestRecord) -> None:
-        """A session's turns in order, here (one stream), each carrying the history so far
-        with the model's answers; later turns are closed loop (due when sent). A failed
-        turn ends its session: the next turn would have no answer to build on."""
+    async def _run(self, session: Session | None, prompt: Prompt, rec: RequestRecord,
+                   closed: bool) -> RequestRecord:
+        """Send ``prompt``; in a session, then its next turns in order on this stream, each
+        carrying the history so far with the model's answers. A later turn is due when
+        the previous answer ended plus the think time (closed loop). A failed turn ends
+        its session: the next turn would have no answer to build on."""
         while True:
+            if closed:
+                rec.start_ns = time.perf_counter_ns()
             await self._send(prompt, rec)
-            if not rec.ok or prompt.turn == len(session.turns):
-                return
+            if session is None or not rec.ok or prompt.turn == len(session.turns):
+                return rec
             history = (*prompt.messages, {"role": "assistant", "content": rec.text or ""})
+            due = (rec.end_ns or time.perf_counter_ns()) + round(session.think_s * 1e9)
             if session.think_s:
                 await asyncio.sleep(session.think_s)
             if not self._may_start():
-                return
+                return rec
             prompt = session.prompt(prompt.turn + 1, history)
-            now = time.perf_counter_ns()
-            rec = self._new_record(prompt, now)
-            rec.start_ns = now
+            rec, closed = self._new_record(prompt, due), True
 
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, t0: int,
@@ -215,15 +216,19 @@ class _Level:
         throttler = Throttler(1, period=1 / load.max_rate) if load.max_rate else None
 
         async def worker(index: int) -> None:
+            # A stream's next request is due the moment its previous response ended: any
+            # delay after that (task wake-up, building, writing) is the client's, and counts.
             # Ramp-up: stream ``index`` starts at t0 + index/concurrency of the ramp.
-            start = t0 + self.ramp_ns * index // load.concurrency
-            await asyncio.sleep(max(0, start - time.perf_counter_ns()) / 1e9)
+            due = t0 + self.ramp_ns * index // load.concurrency
+            await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
-                await self._start(next(self.prompts), time.perf_counter_ns(), closed=True)
+                    due = max(due, time.perf_counter_ns())  # the cap's delay is intended
+                last = await self._start(next(self.prompts), due, closed=True)
+                due = last.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker(i)) for i in range(load.concurrency)}
 
@@ -250,6 +255,17 @@ class _Level:
         finally:
             stop_wait.cancel()
         return tasks
+
+
+async def _fold_in_slices(metrics: LevelMetrics, interval_s: float = 0.05,
+                          slice_requests: int = 8) -> None:
+    """Move finished requests' values into the histograms off the request path: a few
+    requests at a time, yielding between slices, so no socket read waits behind a burst
+    of histogram work (hdrh records in pure Python)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        while metrics.fold(slice_requests):
+            await asyncio.sleep(0)
 
 
 async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> None:
@@ -279,6 +295,7 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
     try:
         async with TaskGroup() as tg:
             helpers = [tg.create_task(w.run()) for w in watchers]
+            helpers.append(tg.create_task(_fold_in_slices(level.metrics)))
             if on_progress:
                 helpers.append(tg.create_task(_progress_ticker(level, on_progress, t0)))
             if isinstance(level.load, ConstantConcurrency):
@@ -311,15 +328,45 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     """
     control = control or RunControl()
     ids = ids or RequestIds()
+    prepare = getattr(target, "prepare", None)
+    if prepare is not None and not control.stopped:
+        # Connection setup before the level, never inside a measured TTFT.
+        await prepare(connections_needed(load))
     if stop.warmup and not control.stopped:
         warm = _Level(target, load, stop, prompts, control, False, False, ids)
         await _run_phase(warm, None)
     level = _Level(target, load, stop, prompts, control, True, keep_records, ids, slos, sinks)
     monitor = ClientMonitor()
+    before = _connection_counters(target)
     t0 = await _run_phase(level, on_progress, (monitor, *watchers))
     start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
     end = max(level.last_end_ns, start)
+    after = _connection_counters(target)
+    send_lag = level.metrics.summary_of("send_lag_ms")
     return LevelResult(load=load, metrics=level.metrics, duration_s=(end - start) / 1e9,
-                       client=monitor.report(), partial=control.stopped,
-                       records=level.records, slo=level.slo, turns=level.turn_metrics,
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       partial=control.stopped, records=level.records,
+                       connections={k: v - before.get(k, 0) for k, v in after.items()},
+                       slo=level.slo, turns=level.turn_metrics,
                        ramp_up_s=stop.ramp_up_s, ramp_excluded=level.ramp_issued)
+
+
+def connections_needed(load: Load) -> int:
+    """Connections a level will use at once: its concurrency, its in-flight cap, or (open
+    loop without a cap) one second's worth of arrivals, at most 256."""
+    if isinstance(load, ConstantConcurrency):
+        return load.concurrency
+    if load.max_in_flight is not None:
+        return load.max_in_flight
+    return max(1, min(256, math.ceil(load.rate)))
+
+
+_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures")
+
+
+def _connection_counters(target: Target) -> dict[str, int]:
+    statistics = getattr(target, "statistics", None)
+    if statistics is None:
+        return {}
+    snapshot = statistics()
+    return {k: snapshot[k] for k in _COUNTERS if k in snapshot}

@@ -16,8 +16,15 @@ e2e_ms                 end − intended                                    µs
 itl_ms                 every gap between consecutive content chunks      µs
 tpot_ms                (e2e − ttft) / (n − 1)   (n ≥ 2)                  µs
 decode_tokens_per_s    (n − 1) / (e2e − ttft)   (n ≥ 2)                  milli-tok/s
-schedule_lag_ms        start − intended         (open loop)              µs
+schedule_lag_ms        start − intended         (when they differ)       µs
+send_lag_ms            sent − intended          (when sent is observed)  µs
 =====================  ================================================  ===========
+
+``sent`` is when the request's bytes were written to the socket. ``send_lag_ms`` is the
+client's own share of every latency above (scheduling, body building, connection, write):
+TTFT is measured from ``intended`` because that is what a user waits, and ``send_lag_ms``
+lets a reader tell client delay from server delay. In closed loop ``intended`` is when the
+stream's previous response ended (the level start for its first request).
 
 ttft/e2e/tpot/decode come from completed requests only. ITL gaps come from every
 request that streamed content, failed or cut off ones included: a gap that was
@@ -43,7 +50,7 @@ _LATENCY_RANGE = (1, 3_600_000_000, 3)
 # Decode rates in milli-tokens/s, 0.001 .. 10M tok/s.
 _RATE_RANGE = (1, 10_000_000_000, 3)
 
-LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms")
+LATENCY_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms", "send_lag_ms")
 RATE_METRICS = ("decode_tokens_per_s",)
 ALL_METRICS = LATENCY_METRICS + RATE_METRICS
 # Scale from the histogram's integer unit to the reported unit.
@@ -98,34 +105,58 @@ class Counts:
 
 
 class LevelMetrics:
-    """Histograms and counters of one load level."""
+    """Histograms and counters of one level.
+
+    :meth:`add` is on the request path, so it only updates counters and queues the request's
+    values; :meth:`fold` records queued values into the histograms later, coalesced (one
+    ``record_value`` per distinct value per batch, where hdrh's pure-Python recording costs
+    a few µs per call). The engine folds in small slices between socket reads; every reader
+    (``hists``, ``counts``, ``summary``, ``encoded``) folds what is left first, so what it
+    sees is always complete.
+    """
 
     def __init__(self) -> None:
-        self.hists = {m: new_histogram(m) for m in ALL_METRICS}
-        self.totals = dict.fromkeys(ALL_METRICS, 0)  # exact sums, for exact means
-        self.counts = Counts()
+        self._hists = {m: new_histogram(m) for m in ALL_METRICS}
+        self._totals = dict.fromkeys(ALL_METRICS, 0)  # exact sums, for exact means
+        self._counts = Counts()
         self.errors: Counter[str] = Counter()
-        self._highest = {m: h.highest_trackable_value for m, h in self.hists.items()}
+        self._highest = {m: h.highest_trackable_value for m, h in self._hists.items()}
+        self._values: dict[str, list[int]] = {m: [] for m in ALL_METRICS}  # not yet folded
+        self._chunk_times: list[list[int]] = []  # content_ns of requests not yet folded
 
-    def _record(self, metric: str, value: int, count: int = 1) -> None:
-        if value < 0:  # monotonic clock: only a zero-width race can get here
-            value = 0
-        if value > self._highest[metric]:
-            self.counts.clamped += count
-            value = self._highest[metric]
-        self.hists[metric].record_value(value, count)
-        self.totals[metric] += value * count
+    @property
+    def hists(self) -> dict[str, HdrHistogram]:
+        self.fold()
+        return self._hists
+
+    @property
+    def totals(self) -> dict[str, int]:
+        self.fold()
+        return self._totals
+
+    @property
+    def counts(self) -> Counts:
+        self.fold()  # ``clamped`` is counted while folding
+        return self._counts
+
+    @property
+    def pending(self) -> int:
+        """Requests whose values are queued but not yet in the histograms."""
+        return len(self._chunk_times) + len(self._values["e2e_ms"])
 
     def add(self, rec: RequestRecord) -> None:
-        """Fold one finished request into the level. The record can be dropped afterwards."""
-        c = self.counts
+        """Count one finished request and queue its values. The record can be dropped after."""
+        c, values = self._counts, self._values
         c.output_tokens += rec.output_tokens
         self._count_input(rec)
         if rec.tokens_source == TOKENS_ESTIMATED and rec.content_ns:
             c.estimated_token_requests += 1
-        self._record_gaps(rec.content_ns)
+        if len(rec.content_ns) >= 2:
+            self._chunk_times.append(rec.content_ns)
         if rec.start_ns and rec.start_ns != rec.intended_ns:
-            self._record("schedule_lag_ms", (rec.start_ns - rec.intended_ns) // 1000)
+            values["schedule_lag_ms"].append((rec.start_ns - rec.intended_ns) // 1000)
+        if rec.sent_ns:
+            values["send_lag_ms"].append((rec.sent_ns - rec.intended_ns) // 1000)
         if rec.incomplete:
             c.incomplete += 1
             return
@@ -134,10 +165,10 @@ class LevelMetrics:
             self.errors[rec.error_type] += 1
             return
         c.completed += 1
-        self._record_latencies(rec)
+        self._queue_latencies(rec)
 
     def _count_input(self, rec: RequestRecord) -> None:
-        c = self.counts
+        c = self._counts
         c.input_tokens += rec.input_tokens or 0
         c.exact_input_requests += rec.input_tokens_exact
         if rec.server_input_tokens is not None:
@@ -150,31 +181,56 @@ class LevelMetrics:
             c.cached_token_requests += 1
 
     def add_dropped(self, count: int = 1) -> None:
-        self.counts.dropped += count
+        self._counts.dropped += count
 
-    def _record_gaps(self, content_ns: list[int]) -> None:
-        if len(content_ns) < 2:
-            return
-        # Gaps are coalesced per request (many are equal, e.g. 0 for events that
-        # arrived in one socket read) so the histogram sees one call per distinct value.
-        gaps = Counter((b - a) // 1000 for a, b in zip(content_ns, content_ns[1:]))
-        for gap_us, count in gaps.items():
-            self._record("itl_ms", gap_us, count)
-
-    def _record_latencies(self, rec: RequestRecord) -> None:
+    def _queue_latencies(self, rec: RequestRecord) -> None:
         for metric, value in request_latencies(rec).items():
-            self._record(metric, value)
+            self._values[metric].append(value)
+
+    def fold(self, max_requests: int | None = None) -> int:
+        """Record queued values into the histograms: everything, or the gaps of at most
+        ``max_requests`` requests (a slice short enough not to delay socket reads).
+        Returns how many requests' gaps are still queued."""
+        for metric, queued in self._values.items():
+            if queued:
+                self._values[metric] = []
+                self._record_counted(metric, Counter(queued))
+        times = self._chunk_times
+        batch = times if max_requests is None else times[:max_requests]
+        if batch:
+            self._chunk_times = [] if max_requests is None else times[max_requests:]
+            gaps: Counter[int] = Counter()
+            for content_ns in batch:
+                gaps.update((b - a) // 1000 for a, b in zip(content_ns, content_ns[1:]))
+            self._record_counted("itl_ms", gaps)
+        return len(self._chunk_times)
+
+    def _record_counted(self, metric: str, counted: Counter) -> None:
+        hist, highest = self._hists[metric], self._highest[metric]
+        total = 0
+        for value, count in counted.items():
+            if value < 0:  # monotonic clock: only a zero-width race can get here
+                value = 0
+            if value > highest:
+                self._counts.clamped += count
+                value = highest
+            hist.record_value(value, count)
+            total += value * count
+        self._totals[metric] += total
+
+    def summary_of(self, metric: str) -> dict:
+        return summarize(self.hists[metric], UNIT_SCALE[metric], self._totals[metric])
 
     def summary(self) -> dict[str, dict]:
-        return {m: summarize(h, UNIT_SCALE[m], self.totals[m]) for m, h in self.hists.items()}
+        return {m: summarize(h, UNIT_SCALE[m], self._totals[m]) for m, h in self.hists.items()}
 
     def encoded(self) -> dict[str, str]:
         """Each histogram in the standard compressed HdrHistogram encoding (base64)."""
         return {m: h.encode().decode("ascii") for m, h in self.hists.items()}
 
     def statistics(self) -> dict:
-        """Cheap live snapshot for progress display."""
-        c = self.counts
+        """Cheap live snapshot for progress display (counters only: nothing is folded)."""
+        c = self._counts
         return {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
                 "dropped": c.dropped, "output_tokens": c.output_tokens}
 

@@ -45,8 +45,10 @@ class RequestRecord:
     """Raw observations of one request. Mutable while the request is in flight, then read-only.
 
     ``intended_ns``  when the request *should* have been sent (open loop: the schedule;
-                     closed loop: equal to ``start_ns``). Latencies are measured from it.
+                     closed loop: when the stream's previous response ended, or the level
+                     start). Latencies are measured from it, so client delay is never hidden.
     ``start_ns``     when the request was actually handed to the transport.
+    ``sent_ns``      when the request's bytes were written to the socket (0: not observed).
     ``content_ns``   arrival time of each chunk that carried generated text (one entry per
                      content chunk, not per token). Lives only as long as the request.
     ``end_ns``       when the last byte arrived (or the failure was observed).
@@ -54,6 +56,7 @@ class RequestRecord:
 
     intended_ns: int = 0
     start_ns: int = 0
+    sent_ns: int = 0
     end_ns: int = 0
     content_ns: list[int] = field(default_factory=list)
     output_tokens: int = 0

@@ -65,6 +65,9 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     out["histograms"] = m.encoded()
     out["histogram_units"] = HISTOGRAM_UNITS
     out["client"] = level.client.to_dict()
+    # Connection counters of the level: opened, reconnects (requests retried because the
+    # server closed a reused connection under them), closed_by_server, connect_failures.
+    out["connections"] = level.connections or None
     out["partial"] = level.partial
     # The server's own gauges sampled during the level (vLLM /metrics); null when unreachable.
     out["server_metrics"] = level.server or None

@@ -18,6 +18,7 @@ from .metrics import new_histogram, summarize
 # Above these, timings are likely the client's fault: warn.
 CPU_PERCENT_LIMIT = 90.0
 LOOP_LAG_P99_LIMIT_MS = 10.0
+SEND_LAG_P99_LIMIT_MS = 5.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ class ClientMonitor:
             self._lag.record_value(max(0, now - due) // 1000)
             due = max(due + self.interval_ns, now)
 
-    def report(self) -> ClientReport:
+    def report(self, send_lag_p99_ms: float | None = None) -> ClientReport:
+        """``send_lag_p99_ms``: the level's p99 of intended -> written, when it was observed."""
         wall = time.perf_counter() - self._wall0
         cpu = 100.0 * (time.process_time() - self._cpu0) / wall if wall > 0 else 0.0
         lag = {k: (round(v, 3) if isinstance(v, float) else v)
@@ -58,6 +60,8 @@ class ClientMonitor:
             reasons.append(f"client CPU {cpu:.0f}% of a core")
         if lag["p99"] is not None and lag["p99"] > LOOP_LAG_P99_LIMIT_MS:
             reasons.append(f"event-loop lag p99 {lag['p99']:.1f} ms")
+        if send_lag_p99_ms is not None and send_lag_p99_ms > SEND_LAG_P99_LIMIT_MS:
+            reasons.append(f"requests left the client late by p99 {send_lag_p99_ms:.1f} ms")
         warning = None
         if reasons:
             warning = ("client saturated (" + ", ".join(reasons) + "): timings may include "

@@ -100,9 +100,13 @@ class TraceReplay:
     def span_s(self) -> float:
         return (self.rows[-1].timestamp_ms - self.rows[0].timestamp_ms) / 1e3 / self.speedup
 
+    @property
+    def rate(self) -> float:
+        """Mean requests/s of the replay (1.0 for a trace of one instant)."""
+        return (len(self.rows) - 1) / self.span_s if self.span_s > 0 else 1.0
+
     def describe(self) -> dict:
-        rate = (len(self.rows) - 1) / self.span_s if self.span_s > 0 else None
-        return {"mode": "trace", "concurrency": None, "rate": rate, "arrival": "trace",
+        return {"mode": "trace", "concurrency": None, "rate": self.rate, "arrival": "trace",
                 "speedup": self.speedup, "trace_requests": len(self.rows)}
 
     @property

@@ -94,10 +94,18 @@ async def _serve(profile: SimProfile, host: str, port: int, api_key: str | None,
 @click.option("--api-key-env", default=None,
               help="Require this environment variable's value as a Bearer key on /v1.")
 @click.option("--responder", default=None, help="MODULE:FUNCTION mapping prompt text to answer text.")
+@click.option("--close-after-response", is_flag=True, default=None,
+              help="Close the connection after each streamed response, without saying so "
+              "(as llama.cpp's server does).")
+@click.option("--connection-close", is_flag=True, default=None,
+              help="Answer generation requests with 'Connection: close'.")
+@click.option("--keepalive-timeout", "keepalive_timeout_s", type=float, default=None,
+              help="Seconds before an idle keep-alive connection is closed (default 75).")
 @click.option("--profile-json", default=None, hidden=True)
 def mock_server_command(host, port, allow_remote, preset, model, ttft_ms, itl_ms, jitter,
                         batch_slowdown, max_num_seqs, prefill_ms_per_1k, events_per_write, seed,
                         fault_500, fault_429, fault_disconnect, fault_stall, stall_s,
+                        close_after_response, connection_close, keepalive_timeout_s,
                         api_key_env, responder, profile_json):
     """Serve a simulated vLLM OpenAI-compatible server (streaming, batching, faults)."""
     profile = _profile(
@@ -105,7 +113,8 @@ def mock_server_command(host, port, allow_remote, preset, model, ttft_ms, itl_ms
         batch_slowdown=batch_slowdown, max_num_seqs=max_num_seqs,
         prefill_s_per_1k_tokens=_ms(prefill_ms_per_1k), events_per_write=events_per_write,
         seed=seed, fault_500=fault_500, fault_429=fault_429, fault_disconnect=fault_disconnect,
-        fault_stall=fault_stall, stall_s=stall_s)
+        fault_stall=fault_stall, stall_s=stall_s, close_after_response=close_after_response,
+        connection_close=connection_close, keepalive_timeout_s=keepalive_timeout_s)
     key = _api_key(api_key_env)
     answer = _load_responder(responder) if responder else None
     try:

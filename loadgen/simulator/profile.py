@@ -29,6 +29,10 @@ written together (up to ``events_per_write`` SSE events per socket write). With
 ``itl_s == 0`` (fast mode) every token is due at once and the stream goes out as fast
 as the socket takes it.
 
+Connections: ``close_after_response`` closes the socket after each streamed response with
+no ``Connection: close`` header (as llama.cpp's server does); ``connection_close`` sends
+``Connection: close`` and closes; ``keepalive_timeout_s`` closes idle connections.
+
 Faults: each request draws once from its seeded RNG; ``fault_500``, ``fault_429``,
 ``fault_disconnect`` and ``fault_stall`` are the fractions of requests that get an
 HTTP 500, an HTTP 429, a connection closed mid-stream, or a ``stall_s`` pause mid-stream.
@@ -65,6 +69,13 @@ class SimProfile:
     fault_stall: float = 0.0
     stall_s: float = 2.0
     seed: int = 0
+    # Connections, as real servers treat them (none of these is vLLM's own behaviour):
+    # close the socket after each streamed response without saying so (llama.cpp's server),
+    close_after_response: bool = False
+    # answer every generation request with ``Connection: close`` and close after it,
+    connection_close: bool = False
+    # close keep-alive connections idle for this long (aiohttp's default 75 s; uvicorn 5 s).
+    keepalive_timeout_s: float = 75.0
     # vLLM --enable-prefix-caching with --enable-prompt-tokens-details: prompts sharing
     # leading blocks (block_size tokens of ~4 characters) report them in
     # usage.prompt_tokens_details.cached_tokens, and only uncached tokens pay prefill.
@@ -108,6 +119,7 @@ class SimProfile:
 
 def _first_problem(p: SimProfile) -> str | None:
     non_negative = ("ttft_s", "itl_s", "batch_slowdown", "prefill_s_per_1k_tokens", "stall_s",
+                    "keepalive_timeout_s",
                     "fault_500", "fault_429", "fault_disconnect", "fault_stall")
     for name in non_negative:
         value = getattr(p, name)

@@ -87,7 +87,7 @@ async def start_simulator(profile: SimProfile = SimProfile(), host: str = "127.0
     state = SimState(profile)
     # Short shutdown: in-flight streams (e.g. stalled ones) are cut after half a second.
     runner = web.AppRunner(build_app(state, responder, api_key), access_log=None,
-                           shutdown_timeout=0.5)
+                           shutdown_timeout=0.5, keepalive_timeout=profile.keepalive_timeout_s)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -41,7 +41,16 @@ def build_app(state: SimState, responder: Responder | None = None,
     app.router.add_get("/sim/stats", handlers.stats)
     app.router.add_get("/sim/log", handlers.log)
     app.on_response_prepare.append(_echo_request_id)
+    if state.profile.connection_close:
+        app.on_response_prepare.append(_connection_close)
     return app
+
+
+async def _connection_close(request: web.Request, response: web.StreamResponse) -> None:
+    if request.path.startswith("/v1/") and request.method == "POST":
+        # Headers are already prepared when this hook runs: set the header ourselves too.
+        response.force_close()
+        response.headers["Connection"] = "close"
 
 
 async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
@@ -211,6 +220,8 @@ class _Stream:
                         _drop_connection(self.request)
                         return response
             await response.write_eof()
+            if state.profile.close_after_response:
+                _drop_connection(self.request)  # llama.cpp: no header, just a closed socket
         except ConnectionResetError:  # the client went away; aiohttp's error subclasses this
             self.entry.status = 499  # nginx's "client closed request"
         return response

@@ -1,11 +1,15 @@
 """OpenAI-compatible HTTP target (vLLM first): ``/v1/chat/completions`` or ``/v1/completions``.
 
-One aiohttp ``ClientSession`` per run with a keep-alive pool sized to the load.
-The per-chunk path is: one ``perf_counter_ns()`` per socket read
-(``iter_any``), then the pure :class:`~loadgen.streams.OpenAIStreamParser`.
-aiohttp exceptions are mapped here, at this one boundary: before the run (the
-preflight in :meth:`OpenAIHTTPTarget.open`) into one-line :mod:`loadgen.errors`;
-during the run into error types on the request's record.
+Two transports, chosen by ``RequestOptions.transport``:
+
+- ``stream`` (default): :mod:`.http_pool`, one ``asyncio.Protocol`` per connection; each
+  socket read is timestamped once in ``data_received`` and parsed right there; the request's
+  task wakes once, at the end. Request heads are built once per run (:mod:`.http1`).
+- ``aiohttp``: one aiohttp ``ClientSession``; one timestamp per ``iter_any`` read.
+
+Both feed the same :class:`~.openai_response.OpenAIResponse`, so they give the same records
+for the same bytes. aiohttp also does the preflight (``GET /v1/models``), where its
+exceptions are mapped, at this one boundary, into one-line :mod:`loadgen.errors`.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from ..config import APIS, RequestOptions, openai_body
-from ..errors import AuthError, ConfigError, TargetError, one_line
+from ..config import APIS, TRANSPORTS, RequestOptions, openai_body
+from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
-from ..streams import OpenAIStreamParser, parse_openai_body
-from .session import client_session, transport_failure
+from .http1 import RequestHead
+from .http_pool import HTTPPool
+from .openai_response import OpenAIResponse, error_message
+from .session import AiohttpTransport
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+__all__ = ["OpenAIHTTPTarget", "base_url", "error_message"]
 
 
 def base_url(url: str) -> str:
@@ -43,56 +51,83 @@ def base_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def error_message(body: bytes) -> str:
-    """The ``message`` of an OpenAI/vLLM error body, else the body's start."""
-    try:
-        obj = orjson.loads(body)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        msg = err.get("message") if isinstance(err, dict) else err
-        return one_line(msg or obj)
-    except (orjson.JSONDecodeError, AttributeError):
-        return one_line(body[:200].decode("utf-8", "replace"))
-
-
 class OpenAIHTTPTarget:
     def __init__(self, url: str, options: RequestOptions = RequestOptions(),
                  pool_size: int = 100) -> None:
         if options.api not in APIS:
             raise ConfigError(f"--api must be one of {', '.join(APIS)} (got {options.api!r})")
+        if options.transport not in TRANSPORTS:
+            raise ConfigError(f"--transport must be one of {', '.join(TRANSPORTS)} "
+                              f"(got {options.transport!r})")
         self.base = base_url(url)
         self.options = options
         self.model = options.model
         self.pool_size = pool_size
         self._endpoint = self.base + _PATHS[options.api]
-        self._session: aiohttp.ClientSession | None = None
+        self._aiohttp: AiohttpTransport | None = None
+        self._pool: HTTPPool | None = None
+        self._head: RequestHead | None = None
         self._api_key = os.environ.get(options.api_key_env) or None
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai-http", "url": self.base, "api": self.options.api,
-                "model": self.model, "stream": self.options.stream}
+                "model": self.model, "stream": self.options.stream,
+                "transport": self.options.transport}
+
+    def statistics(self) -> dict[str, int]:
+        """Connection counters (opened, reconnects, closed by the server) since open()."""
+        if self._pool is not None:
+            return self._pool.statistics()
+        return self._aiohttp.statistics() if self._aiohttp is not None else {}
 
     async def open(self) -> None:
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        self._session = client_session(self.options.timeouts, self.pool_size, headers)
+        self._aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size, headers)
         try:
             await self._preflight()
+            if self.options.transport == "stream":
+                self._start_pool(headers)
         except BaseException:
             await self.close()
             raise
 
+    def _start_pool(self, headers: dict[str, str]) -> None:
+        parts = urlsplit(self._endpoint)
+        tls = parts.scheme == "https"
+        port = parts.port or (443 if tls else 80)
+        if self.options.stream:
+            headers = {**headers, "Accept": "text/event-stream"}
+        self._head = RequestHead("POST", parts.path, parts.netloc, headers)
+        self._pool = HTTPPool(parts.hostname or "", port, tls=tls, timeouts=self.options.timeouts,
+                              limit=self.pool_size)
+        self._pool.start()
+
+    async def prepare(self, connections: int) -> None:
+        """Open ``connections`` connections now, before a level starts measuring."""
+        if self._pool is not None:
+            try:
+                await self._pool.open_connections(connections)
+            except (OSError, asyncio.TimeoutError) as exc:
+                raise TargetError(f"cannot open {connections} connections to {self.base} "
+                                  f"({type(exc).__name__}: {exc}); is the server accepting "
+                                  "that many?") from None
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+        if self._aiohttp is not None:
+            await self._aiohttp.close()
+            self._aiohttp = None
 
     async def _preflight(self) -> None:
         """GET /v1/models: proves the server is up, speaks OpenAI, accepts our key; picks the model."""
-        assert self._session is not None
+        assert self._aiohttp is not None
         url = self.base + "/v1/models"
         try:
-            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            async with self._aiohttp.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
                 body = await resp.read()
                 status = resp.status
         except aiohttp.ClientConnectorError as exc:
@@ -122,31 +157,30 @@ class OpenAIHTTPTarget:
                               f"it serves: {', '.join(models) or 'nothing'}")
 
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:
-        assert self._session is not None, "open() the target first"
         body = orjson.dumps(openai_body(prompt, self.options, self.model))
-        keep_text = self.options.keep_text
-        clock = time.perf_counter_ns
-        record.start_ns = record.start_ns or clock()
-        parser: OpenAIStreamParser | None = None
-        cut_short = True
+        record.start_ns = record.start_ns or time.perf_counter_ns()
+        response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
+        if self._pool is not None:
+            await self._send_stream(body, record, response)
+        else:
+            await self._send_aiohttp(body, record, response)
+
+    async def _send_stream(self, body: bytes, record: RequestRecord,
+                           response: OpenAIResponse) -> None:
+        assert self._head is not None and self._pool is not None, "open() the target first"
+        data = self._head.render(body, record.request_id)
+
+        def sent(now_ns: int) -> None:
+            record.sent_ns = now_ns
+
         try:
-            async with self._session.post(self._endpoint, data=body,
-                                          headers={"X-Request-Id": str(record.request_id)}) as resp:
-                if resp.status != 200:
-                    detail = error_message(await resp.read())
-                    record.fail(f"http_{resp.status}", detail, clock())
-                    return
-                if not self.options.stream:
-                    parse_openai_body(record, await resp.read(), clock(), keep_text)
-                    return
-                parser = OpenAIStreamParser(record, keep_text)
-                feed = parser.feed
-                async for chunk in resp.content.iter_any():
-                    feed(chunk, clock())
-                cut_short = False
-        except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
-            record.fail(*transport_failure(exc, self.options.timeouts), clock())
-        finally:
-            # Also on failure or cancellation: tokens and text that arrived are kept.
-            if parser is not None:
-                parser.close(clock(), cut_short)
+            await self._pool.request(data, response, sent)
+        except asyncio.CancelledError:
+            response.cut_short(time.perf_counter_ns())
+            raise
+
+    async def _send_aiohttp(self, body: bytes, record: RequestRecord,
+                            response: OpenAIResponse) -> None:
+        assert self._aiohttp is not None, "open() the target first"
+        await self._aiohttp.request(self._endpoint, body, {"X-Request-Id": str(record.request_id)},
+                                    record, response)

@@ -26,16 +26,18 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 import botocore.session
 import orjson
 
 from ..config import RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
-from .sagemaker_aws import AwsSetup, RequestSigner, resolve_region, setup_aws
+from ..config import TRANSPORTS
+from .http1 import RequestHead
+from .http_pool import HTTPPool
+from .sagemaker_aws import AwsSetup, RequestSigner, host_header, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
-from .session import client_session, transport_failure
+from .session import AiohttpTransport
 from .sagemaker_formats import (
     AutoStreamParser,
     check_payload_format,
@@ -69,6 +71,9 @@ class SageMakerTarget:
             raise ConfigError("--custom-attributes must be at most 1024 ASCII characters")
         if pool_size < 1:
             raise ConfigError(f"pool size must be at least 1, got {pool_size}")
+        if options.transport not in TRANSPORTS:
+            raise ConfigError(f"--transport must be one of {', '.join(TRANSPORTS)} "
+                              f"(got {options.transport!r})")
         self.endpoint_name = endpoint_name
         self.options = options
         self.payload_format = check_payload_format(payload_format)
@@ -80,7 +85,9 @@ class SageMakerTarget:
                        "target_variant": target_variant, "custom_attributes": custom_attributes}
         self._aws: AwsSetup | None = None
         self._signer: RequestSigner | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._aiohttp: AiohttpTransport | None = None
+        self._pool: HTTPPool | None = None
+        self._head: RequestHead | None = None
         self._url = ""
         self.detected_format: str | None = None  # what ``auto`` found at preflight
 
@@ -114,17 +121,46 @@ class SageMakerTarget:
         self._signer = RequestSigner(aws.credentials, aws.frozen, aws.region)
         operation = "invocations-response-stream" if self.options.stream else "invocations"
         self._url = f"{aws.endpoint_url}/endpoints/{self.endpoint_name}/{operation}"
-        self._session = client_session(self.options.timeouts, self.pool_size)
+        if self.options.transport == "stream":
+            self._start_pool()
+        else:
+            self._aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size)
         try:
             await self._preflight()
         except BaseException:
             await self.close()
             raise
 
+    def _start_pool(self) -> None:
+        parts = urlsplit(self._url)
+        tls = parts.scheme == "https"
+        self._head = RequestHead("POST", parts.path, host_header(self._url), self._headers)
+        self._pool = HTTPPool(parts.hostname or "", parts.port or (443 if tls else 80), tls=tls,
+                              timeouts=self.options.timeouts, limit=self.pool_size)
+        self._pool.start()
+
+    async def prepare(self, connections: int) -> None:
+        """Open ``connections`` connections now, before a level starts measuring."""
+        if self._pool is not None:
+            try:
+                await self._pool.open_connections(connections)
+            except (OSError, asyncio.TimeoutError) as exc:
+                raise TargetError(f"cannot open {connections} connections to {self._url} "
+                                  f"({type(exc).__name__}: {exc})") from None
+
+    def statistics(self) -> dict[str, int]:
+        """Connection counters (opened, reconnects, closed by the server) since open()."""
+        if self._pool is not None:
+            return self._pool.statistics()
+        return self._aiohttp.statistics() if self._aiohttp is not None else {}
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+        if self._aiohttp is not None:
+            await self._aiohttp.close()
+            self._aiohttp = None
         if self._signer is not None:
             await self._signer.aclose()
 
@@ -168,54 +204,103 @@ class SageMakerTarget:
 
     async def _exchange(self, prompt: Prompt, record: RequestRecord) -> int | None:
         """Send one request and fill ``record``. Returns the HTTP status (None: no response)."""
-        assert self._session is not None and self._signer is not None, "open() the target first"
-        options = self.options
-        body = orjson.dumps(request_body(self.payload_format, prompt, options))
+        assert self._signer is not None and self._aws is not None, "open() the target first"
+        body = orjson.dumps(request_body(self.payload_format, prompt, self.options))
         headers = self._signer.sign(self._url, body, self._headers)
         record.start_ns = record.start_ns or time.perf_counter_ns()
-        try:
-            async with self._session.post(self._url, data=body, headers=headers) as response:
-                if response.status != 200:
-                    error_body = await response.read()
-                    code, message = self._aws.errors.parse(response.status, response.headers,
-                                                           error_body)
-                    record.fail(code, message, time.perf_counter_ns())
-                elif options.stream:
-                    await self._read_stream(response, record)
-                else:
-                    await self._read_body(response, record)
-                return response.status
-        except (asyncio.TimeoutError, aiohttp.ClientError) as err:
-            record.fail(*transport_failure(err, self.options.timeouts), time.perf_counter_ns())
-            return None
+        response = SageMakerResponse(record, self)
+        if self._pool is not None:
+            await self._send_stream(body, headers, record, response)
+        else:
+            await self._send_aiohttp(body, headers, record, response)
+        if response.detected_format and self.detected_format is None:
+            self.detected_format = response.detected_format
+        return response.status or None
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
-        content_type = response.headers.get("X-Amzn-SageMaker-Content-Type")
-        parser = make_stream_parser(self.payload_format, record, self.options.keep_text,
-                                    content_type)
-        reader = EventStreamReader(record, parser)
-        clock = time.perf_counter_ns
-        cut_short = True
-        try:
-            async for chunk in response.content.iter_any():
-                reader.feed(chunk, clock())  # timestamp first, then decode
-                if reader.broken:
-                    break  # exception frame or undecodable bytes: nothing more to read
-            cut_short = False
-        except (asyncio.TimeoutError, aiohttp.ClientError) as err:
-            record.fail(*transport_failure(err, self.options.timeouts), clock())
-        finally:
-            # Also on failure or cancellation: tokens parsed so far stay on the record.
-            reader.close(clock(), cut_short)
-        if isinstance(parser, AutoStreamParser) and self.detected_format is None:
-            self.detected_format = parser.format
+    async def _send_stream(self, body: bytes, headers: dict[str, str], record: RequestRecord,
+                           response: SageMakerResponse) -> None:
+        assert self._head is not None and self._pool is not None
+        # Only the signature headers change per request; the rest is in the prebuilt head.
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items()
+                        if name not in self._headers and name != "Host").encode("latin-1")
+        data = self._head.render(body, extra=extra)
 
-    async def _read_body(self, response: aiohttp.ClientResponse, record: RequestRecord) -> None:
-        body = await response.read()
-        used = parse_body(self.payload_format, record, body, time.perf_counter_ns(),
-                          self.options.keep_text)
-        if self.detected_format is None and self.payload_format == "auto":
-            self.detected_format = used
+        def sent(now_ns: int) -> None:
+            record.sent_ns = now_ns
+
+        try:
+            await self._pool.request(data, response, sent)
+        except asyncio.CancelledError:
+            response.cut_short(time.perf_counter_ns())
+            raise
+
+    async def _send_aiohttp(self, body: bytes, headers: dict[str, str], record: RequestRecord,
+                            response: SageMakerResponse) -> None:
+        assert self._aiohttp is not None
+        await self._aiohttp.request(self._url, body, headers, record, response)
+
+
+class SageMakerResponse:
+    """One InvokeEndpoint(WithResponseStream) response -> its record (no I/O; both transports).
+
+    A 200 stream goes through :class:`.sagemaker_events.EventStreamReader` with each read's
+    arrival time; a 200 body is parsed whole; other statuses are AWS errors, parsed by botocore.
+    """
+
+    __slots__ = ("record", "target", "status", "reader", "parser", "detected_format", "_headers",
+                 "_body")
+
+    def __init__(self, record: RequestRecord, target: SageMakerTarget) -> None:
+        self.record = record
+        self.target = target
+        self.status = 0
+        self.reader: EventStreamReader | None = None
+        self.parser = None
+        self.detected_format: str | None = None
+        self._headers: Any = {}
+        self._body: list[bytes] = []
+
+    def on_headers(self, status: int, headers, now_ns: int) -> None:
+        self.status, self._headers = status, headers
+        target = self.target
+        if status == 200 and target.options.stream:
+            self.parser = make_stream_parser(target.payload_format, self.record,
+                                             target.options.keep_text,
+                                             headers.get("x-amzn-sagemaker-content-type"))
+            self.reader = EventStreamReader(self.record, self.parser)
+
+    def on_body(self, data: bytes, now_ns: int) -> None:
+        if self.reader is not None:
+            self.reader.feed(data, now_ns)
+        else:
+            self._body.append(data)
+
+    def on_complete(self, now_ns: int) -> None:
+        target, body = self.target, b"".join(self._body)
+        if self.reader is not None:
+            self.reader.close(now_ns)
+            if isinstance(self.parser, AutoStreamParser):
+                self.detected_format = self.parser.format
+        elif self.status != 200:
+            assert target._aws is not None
+            code, message = target._aws.errors.parse(self.status, self._headers, body)
+            self.record.fail(code, message, now_ns)
+        else:
+            used = parse_body(target.payload_format, self.record, body, now_ns,
+                              target.options.keep_text)
+            if target.payload_format == "auto":
+                self.detected_format = used
+
+    def on_failure(self, error_type: str, message: str, now_ns: int) -> None:
+        self.record.fail(error_type, message, now_ns)
+        self.cut_short(now_ns)
+
+    def cut_short(self, now_ns: int) -> None:
+        """Failure or cancellation: tokens parsed so far stay on the record."""
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            reader.close(now_ns, cut_short=True)
+        self.record.end_ns = self.record.end_ns or now_ns
 
 
 def _invoke_headers(inference_component: str | None, custom_attributes: str | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 
@@ -15,13 +16,26 @@ def client_session(timeouts: Timeouts, pool_size: int,
     """``pool_size`` connections (0 = unlimited), kept alive between requests.
 
     ``sock_read`` is the idle timeout: the longest gap allowed between two reads of a body.
+    A request made with ``trace_request_ctx=record`` gets ``record.sent_ns`` set when its
+    body has been written.
     """
     return aiohttp.ClientSession(
+        trace_configs=[_SENT_TRACE],
         connector=aiohttp.TCPConnector(limit=pool_size, limit_per_host=pool_size,
                                        keepalive_timeout=60),
         timeout=aiohttp.ClientTimeout(total=timeouts.total_s, sock_connect=timeouts.connect_s,
                                       sock_read=timeouts.idle_s),
         headers=headers, auto_decompress=False)
+
+
+async def _on_body_sent(session, context, params) -> None:
+    record = context.trace_request_ctx
+    if record is not None:
+        record.sent_ns = time.perf_counter_ns()
+
+
+_SENT_TRACE = aiohttp.TraceConfig()
+_SENT_TRACE.on_request_chunk_sent.append(_on_body_sent)
 
 
 def transport_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]:
@@ -38,3 +52,64 @@ def transport_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]
     if isinstance(err, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
         return "disconnected", one_line(f"{type(err).__name__}: {err}")
     return type(err).__name__, one_line(err)
+
+
+class AiohttpTransport:
+    """aiohttp behind the same contract as :class:`.http_pool.HTTPPool`: a request's response
+    goes to a ``ResponseHandler``; failures are recorded through it, never raised.
+
+    A request that fails before any response byte because its pooled connection was closed
+    under it is retried once on a fresh connection (a second session that never reuses one)
+    and counted in ``reconnects``.
+    """
+
+    def __init__(self, timeouts: Timeouts, pool_size: int,
+                 headers: dict[str, str] | None = None) -> None:
+        self.timeouts = timeouts
+        self.session = client_session(timeouts, pool_size, headers)
+        self._headers = headers
+        self._fresh: aiohttp.ClientSession | None = None
+        self.reconnects = 0
+
+    def statistics(self) -> dict[str, int]:
+        return {"reconnects": self.reconnects}
+
+    async def close(self) -> None:
+        await self.session.close()
+        if self._fresh is not None:
+            await self._fresh.close()
+
+    def _fresh_session(self) -> aiohttp.ClientSession:
+        if self._fresh is None:
+            self._fresh = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True),
+                timeout=self.session.timeout, headers=self._headers, auto_decompress=False,
+                trace_configs=[_SENT_TRACE])
+        return self._fresh
+
+    async def request(self, url: str, body: bytes, headers: dict[str, str], record,
+                      response) -> None:
+        clock = time.perf_counter_ns
+        session = self.session
+        for attempt in (0, 1):
+            try:
+                async with session.post(url, data=body, headers=headers,
+                                        trace_request_ctx=record) as http_response:
+                    response.on_headers(http_response.status, http_response.headers, clock())
+                    async for chunk in http_response.content.iter_any():
+                        response.on_body(chunk, clock())  # timestamp first, then parse
+                    response.on_complete(clock())
+                    return
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as err:
+                if response.status == 0 and attempt == 0:
+                    self.reconnects += 1
+                    session = self._fresh_session()
+                    continue
+                response.on_failure(*transport_failure(err, self.timeouts), clock())
+                return
+            except (asyncio.TimeoutError, aiohttp.ClientError) as err:
+                response.on_failure(*transport_failure(err, self.timeouts), clock())
+                return
+            except asyncio.CancelledError:
+                response.cut_short(clock())
+                raise
