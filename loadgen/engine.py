@@ -257,15 +257,17 @@ class _Level:
         return tasks
 
 
-async def _fold_in_slices(metrics: LevelMetrics, interval_s: float = 0.05,
+async def _fold_in_slices(level: _Level, interval_s: float = 0.05,
                           slice_requests: int = 8) -> None:
     """Move finished requests' values into the histograms off the request path: a few
     requests at a time, yielding between slices, so no socket read waits behind a burst
-    of histogram work (hdrh records in pure Python)."""
+    of histogram work (hdrh records in pure Python). The level's and, with multi-turn
+    sessions, each turn's metrics."""
     while True:
         await asyncio.sleep(interval_s)
-        while metrics.fold(slice_requests):
-            await asyncio.sleep(0)
+        for metrics in (level.metrics, *level.turn_metrics.values()):
+            while metrics.fold(slice_requests):
+                await asyncio.sleep(0)
 
 
 async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> None:
@@ -295,7 +297,7 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
     try:
         async with TaskGroup() as tg:
             helpers = [tg.create_task(w.run()) for w in watchers]
-            helpers.append(tg.create_task(_fold_in_slices(level.metrics)))
+            helpers.append(tg.create_task(_fold_in_slices(level)))
             if on_progress:
                 helpers.append(tg.create_task(_progress_ticker(level, on_progress, t0)))
             if isinstance(level.load, ConstantConcurrency):
