@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .datasets import load_dataset
+from .errors import ConfigError
 from .export import HdrIntervalLog, RequestLog
 from .prompts import PromptSource
 from .slo import SLO, parse_slo
@@ -78,8 +79,6 @@ class WorkloadSettings:
 
     def prompt_source(self) -> PromptSource | TracePrompts:
         """Loads the tokenizer and dataset or trace (one-line errors for bad ones)."""
-        from .errors import ConfigError
-
         if sum(bool(x) for x in (self.dataset, self.prompts_file, self.trace)) > 1:
             raise ConfigError("use one of --dataset, --prompts and --trace")
         tokenizer = load_tokenizer(self.tokenizer) if self.tokenizer else None
