@@ -19,7 +19,7 @@ from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
-from .prompts import PromptSource
+from .prompts import PromptSource, PromptStream, prefill_count
 from .record import Prompt
 from .results import RunResult, now_iso
 from .targets.base import Target, open_target
@@ -138,9 +138,10 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
             facts = await _server_facts(opened) if server_metrics_interval_s else None
             result.server = facts or {}
             sample_url = opened.describe()["url"] if facts is not None else None
+            stream = PromptStream(prompts)
             measure = functools.partial(
                 _measure_level, sample_url=sample_url,
-                interval_s=server_metrics_interval_s or 1.0, stop=stop, prompts=iter(prompts),
+                interval_s=server_metrics_interval_s or 1.0, stop=stop, prompts=stream,
                 control=control, keep_records=keep_records, ids=RequestIds(),
                 watchers=(exports.hdr,) if exports.hdr is not None else (),
                 slos=workload.slos, sinks=exports.sinks)
@@ -148,6 +149,8 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                 if control.stopped:
                     break
                 progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+                if getattr(prompts, "tokenizer", None) is not None:
+                    stream.prefill(prefill_count(load, stop))  # off the level's clock
                 exports.begin_level(index, load)
                 level = await measure(opened, load, on_progress=progress)
                 exports.end_level()

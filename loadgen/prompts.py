@@ -9,7 +9,9 @@ without one, a prompt is about one token per word and its count is an estimate.
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import math
 import itertools
 import random
 import secrets
@@ -227,6 +229,40 @@ class PromptSource:
         return Prompt(row.text, draw_length(rng, mean, self.output_stdev), self.min_tokens,
                       input_tokens=sum(self._count(c) for c in contents),
                       input_tokens_exact=self.tokenizer is not None, messages=row.messages)
+
+
+class PromptStream:
+    """An iterator over a prompt source that can be filled ahead, before a level starts.
+
+    Exact-length prompts cost a tokenizer pass each (about 1 ms per 1,000 characters on a
+    busy 2-core box, holding the GIL); made ahead, that cost stays out of the level's
+    send path and its ``send_lag_ms``.
+    """
+
+    def __init__(self, source) -> None:
+        self._source = iter(source)
+        self._ready: collections.deque = collections.deque()
+
+    def __iter__(self) -> "PromptStream":
+        return self
+
+    def __next__(self):
+        return self._ready.popleft() if self._ready else next(self._source)
+
+    def prefill(self, count: int) -> None:
+        """Make sure ``count`` prompts are ready."""
+        while len(self._ready) < count:
+            self._ready.append(next(self._source))
+
+
+def prefill_count(load, stop) -> int:
+    """Prompts a level will likely take: its request count (plus warm-up), an open loop's
+    rate × duration, else a modest 1,000; at most 50,000."""
+    expected = stop.requests_for(load)
+    if expected is None:
+        rate = getattr(load, "rate", None)
+        expected = math.ceil(rate * stop.duration_s) if rate else 1000
+    return min(50_000, expected + stop.warmup)
 
 
 def _sampled(rows: tuple[DatasetRow, ...], rng: random.Random,

@@ -132,3 +132,25 @@ def test_cli_without_a_tokenizer_says_counts_are_estimated(tmp_path, sim_url):
 
 def test_estimate_is_characters_over_four():
     assert estimate_tokens("") == 1 and estimate_tokens("abcd" * 10) == 10
+
+
+def test_prompt_stream_fills_ahead_in_order():
+    from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
+    from loadgen.prompts import PromptStream, prefill_count
+
+    made = []
+
+    def source():
+        for i in itertools.count():
+            made.append(i)
+            yield i
+
+    stream = PromptStream(source())
+    assert next(stream) == 0 and made == [0]
+    stream.prefill(3)
+    assert made == [0, 1, 2, 3]  # made ahead ...
+    assert [next(stream) for _ in range(5)] == [1, 2, 3, 4, 5]  # ... and sent in order
+    assert prefill_count(ConstantConcurrency(16), StopRule()) == 64
+    assert prefill_count(ConstantConcurrency(4), StopRule(requests=10, warmup=2)) == 12
+    assert prefill_count(ArrivalRate(5.0), StopRule(duration_s=60)) == 300
+    assert prefill_count(ConstantConcurrency(4), StopRule(duration_s=60)) == 1000
