@@ -128,9 +128,9 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
         if options.api != "chat":
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
-    with workload.open_exports() as exports:
-        async with _resolve_target(target, options, pool_size_for(loads),
-                                   sagemaker_options) as (opened, simulated):
+    async with _resolve_target(target, options, pool_size_for(loads),
+                               sagemaker_options) as (opened, simulated):
+        with workload.open_exports() as exports:  # after the preflight: no empty files
             result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
                                simulated=simulated)
             result.extra["workload"] = workload.describe(
