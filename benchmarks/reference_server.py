@@ -12,6 +12,9 @@ Unlike the built-in simulator (aiohttp, one task per stream), it timestamps the 
 from one scheduler (a heap of due times, like a batching server's step loop), so it stays
 cheap at 1,000+ streams. ``GET /log`` returns, per request: id, read_ns, every write time.
 Every response is vLLM-shaped chat SSE (role chunk, one event per token, usage, ``[DONE]``).
+With ``--sagemaker`` each write is wrapped in an AWS event-stream PayloadPart frame, as
+InvokeEndpointWithResponseStream sends the AWS vLLM container's stream (signatures are not
+checked: this server scores timing, ``tests/sagemaker_server.py`` checks the protocol).
 """
 
 from __future__ import annotations
@@ -22,12 +25,21 @@ import heapq
 import sys
 import time
 
+import os
+import re
+
 import httptools
 import orjson
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
 _HORIZON_NS = 1_000_000
+_PROMPT_NUMBER = re.compile(rb"request (\d+):")
 _HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
          b"Transfer-Encoding: chunked\r\n\r\n")
+_SAGEMAKER_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.amazon.eventstream\r\n"
+                   b"X-Amzn-SageMaker-Content-Type: text/event-stream\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n")
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -45,14 +57,18 @@ TOKEN = _event({"object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": {"content": " tok"}, "finish_reason": None}]})
 
 
-def _tail(tokens: int) -> bytes:
+def _identity(payload: bytes) -> bytes:
+    return payload
+
+
+def _tail(tokens: int, wrap=_identity) -> bytes:
     last = _event({"object": "chat.completion.chunk",
                    "choices": [{"index": 0, "delta": {"content": " end"},
                                 "finish_reason": "length"}]})
     usage = _event({"object": "chat.completion.chunk", "choices": [],
                     "usage": {"prompt_tokens": 8, "completion_tokens": tokens,
                               "total_tokens": tokens + 8}})
-    return _chunk(last + usage + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    return _chunk(wrap(last + usage + b"data: [DONE]\n\n")) + b"0\r\n\r\n"
 
 
 class Stream:
@@ -65,15 +81,20 @@ class Stream:
 
 
 class Server:
-    def __init__(self, ttft_ns: int, itl_ns: int) -> None:
+    def __init__(self, ttft_ns: int, itl_ns: int, sagemaker: bool = False) -> None:
         self.ttft_ns, self.itl_ns = ttft_ns, itl_ns
+        self.head, self.wrap = _HEAD, _identity
+        if sagemaker:
+            from sagemaker_server import payload_part  # the tests' event-stream encoder
+
+            self.head, self.wrap = _SAGEMAKER_HEAD, payload_part
         self.due: list[tuple[int, int, Stream]] = []  # (due_ns, seq, stream)
         self.seq = 0
         self.log: list[dict] = []
         self.wake = asyncio.Event()
 
     def start_stream(self, stream: Stream) -> None:
-        stream.conn.transport.write(_HEAD)
+        stream.conn.transport.write(self.head)
         self._schedule(stream, stream.read_ns + self.ttft_ns)
 
     def _schedule(self, stream: Stream, due_ns: int) -> None:
@@ -106,9 +127,10 @@ class Server:
         payload = ROLE + TOKEN if stream.sent == 0 else TOKEN
         stream.sent += 1
         last = stream.sent >= stream.tokens
-        data = _tail(stream.tokens) if last else _chunk(payload)
+        wrap = self.wrap
+        data = _tail(stream.tokens, wrap) if last else _chunk(wrap(payload))
         if last and stream.sent == 1:
-            data = _chunk(ROLE) + data
+            data = _chunk(wrap(ROLE)) + data
         stream.writes.append(time.perf_counter_ns())  # just before the bytes go to the socket
         stream.conn.transport.write(data)
         if last:
@@ -116,6 +138,13 @@ class Server:
                              "writes": stream.writes})
         else:
             self._schedule(stream, due_ns + self.itl_ns)
+
+
+def _id_from_prompt(body: bytes) -> str:
+    """SageMaker requests carry no X-Request-Id: loadgen's synthetic prompt number i starts
+    with "request i:" and goes out as request id i + 1."""
+    match = _PROMPT_NUMBER.search(body)
+    return str(int(match.group(1)) + 1) if match else ""
 
 
 class Connection(asyncio.Protocol):
@@ -151,11 +180,13 @@ class Connection(asyncio.Protocol):
         if url == b"GET":
             self._answer_get()
         else:
+            body = b"".join(self.body)
             try:
-                tokens = int(orjson.loads(b"".join(self.body)).get("max_tokens") or 16)
+                tokens = int(orjson.loads(body).get("max_tokens") or 16)
             except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                 tokens = 16
-            self.server.start_stream(Stream(self, self.request_id, self.now, max(1, tokens)))
+            request_id = self.request_id or _id_from_prompt(body)
+            self.server.start_stream(Stream(self, request_id, self.now, max(1, tokens)))
         self._reset()
 
     def on_url(self, url: bytes) -> None:
@@ -173,8 +204,8 @@ class Connection(asyncio.Protocol):
                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
-async def serve(port: int, ttft_ms: float, itl_ms: float) -> None:
-    server = Server(int(ttft_ms * 1e6), int(itl_ms * 1e6))
+async def serve(port: int, ttft_ms: float, itl_ms: float, sagemaker: bool) -> None:
+    server = Server(int(ttft_ms * 1e6), int(itl_ms * 1e6), sagemaker)
     loop = asyncio.get_running_loop()
     listener = await loop.create_server(lambda: Connection(server), "127.0.0.1", port,
                                         backlog=4096)
@@ -187,6 +218,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--itl-ms", type=float, default=10.0)
+    parser.add_argument("--sagemaker", action="store_true",
+                        help="wrap the stream in event-stream frames (InvokeEndpointWithResponseStream)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -194,7 +227,7 @@ def main() -> None:
     except ImportError:
         run = asyncio.run
     try:
-        run(serve(args.port, args.ttft_ms, args.itl_ms))
+        run(serve(args.port, args.ttft_ms, args.itl_ms, args.sagemaker))
     except KeyboardInterrupt:
         sys.exit(0)
 

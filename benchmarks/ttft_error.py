@@ -88,13 +88,20 @@ def run_raw(url: str, concurrency: int, rounds: int, tokens: int) -> dict:
             "client_cpu_s": round(cpu, 2)}
 
 
-def run_loadgen(url: str, concurrency: int, rounds: int, tokens: int, transport: str) -> dict:
+def run_loadgen(url: str, concurrency: int, rounds: int, tokens: int, transport: str,
+                sagemaker: bool = False) -> dict:
     import loadgen
     from loadgen.config import RequestOptions
 
+    target, extra = url, {}
+    if sagemaker:  # fake keys: the reference server times requests, it checks no signature
+        os.environ.update(AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench",
+                          AWS_DEFAULT_REGION="us-east-1")
+        target, extra = "sagemaker://bench", {"endpoint_url": url, "payload_format": "openai"}
+
     async def sweep():
         return await loadgen.sweep(
-            url, loads=[loadgen.ConstantConcurrency(concurrency)],
+            target, **extra, loads=[loadgen.ConstantConcurrency(concurrency)],
             stop=loadgen.StopRule(requests=concurrency * rounds, warmup=concurrency),
             options=RequestOptions(transport=transport), keep_records=True,
             prompts=loadgen.PromptSource(8, tokens), server_metrics_interval_s=None)
@@ -124,8 +131,9 @@ def _event_loop_run():
 
 def one(client: str, concurrency: int, rounds: int, tokens: int) -> dict:
     """Start the reference server, run one client against it in a child process."""
+    extra = ["--sagemaker"] if client.startswith("sagemaker") else []
     server = subprocess.Popen([sys.executable, os.path.join(HERE, "reference_server.py"),
-                               "--ttft-ms", "50", "--itl-ms", "10"], stdout=subprocess.PIPE,
+                               "--ttft-ms", "50", "--itl-ms", "10", *extra], stdout=subprocess.PIPE,
                               text=True, preexec_fn=lambda: _pin(0))
     try:
         url = server.stdout.readline().strip()
@@ -144,7 +152,9 @@ def one(client: str, concurrency: int, rounds: int, tokens: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--clients", default="raw,stream,aiohttp")
+    parser.add_argument("--clients", default="raw,stream,aiohttp,sagemaker",
+                        help="raw, stream, aiohttp (loadgen's HTTP transports), sagemaker, "
+                        "sagemaker-aiohttp")
     parser.add_argument("--concurrency", default=None, help="comma-separated levels")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--tokens", type=int, default=300)
@@ -155,6 +165,9 @@ def main() -> None:
         _pin(1)
         if client == "raw":
             row = run_raw(url, int(concurrency), int(rounds), int(tokens))
+        elif client.startswith("sagemaker"):  # sagemaker (stream transport), sagemaker-aiohttp
+            transport = client.partition("-")[2] or "stream"
+            row = run_loadgen(url, int(concurrency), int(rounds), int(tokens), transport, True)
         else:
             row = run_loadgen(url, int(concurrency), int(rounds), int(tokens), client)
         row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -79,3 +79,22 @@ def test_burst_of_256_streams_completes_and_reports_send_lag(start_sim):
     assert lag["count"] == 512 and lag["min"] >= 0
     assert level["connections"]["connections_opened"] == 0  # all 256 opened before the level
     assert level["ttft_ms"]["min"] >= lag["min"]  # TTFT includes the client's own delay
+
+
+def test_too_few_open_files_for_the_load_is_one_clear_line(start_sim, tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    url = start_sim(SimProfile(**QUICK))
+
+    def limit_files() -> None:  # only in the child: this test process keeps its own limit
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    done = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--target", url,
+                           "--concurrency", "300", "--requests", "300",
+                           "--out", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=60, preexec_fn=limit_files)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ulimit -n" in lines[0] and "Traceback" not in done.stderr

@@ -349,3 +349,31 @@ def test_server_speaks_the_real_protocol_to_boto3(server):
                                           aws_access_key_id=ACCESS_KEY)
     with pytest.raises(botocore.exceptions.ClientError, match="InvalidSignatureException"):
         bad.invoke_endpoint(EndpointName="openai", Body=b"{}")
+
+
+@pytest.mark.parametrize("token", [None, "session-token-value"])
+@pytest.mark.parametrize("url", [
+    "https://runtime.sagemaker.us-east-2.amazonaws.com/endpoints/my-ep/invocations-response-stream",
+    "http://127.0.0.1:8080/endpoints/a-1/invocations"])
+def test_our_sigv4_equals_botocores(monkeypatch, token, url):
+    import datetime
+
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import ReadOnlyCredentials
+
+    from loadgen.targets.sagemaker_aws import host_header, sigv4_headers
+
+    credentials = ReadOnlyCredentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", token)
+    when = datetime.datetime(2026, 12, 1, 23, 59, 58)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: when)
+    body = b'{"messages": [{"role": "user", "content": "caf\xc3\xa9  x"}], "max_tokens": 3}'
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity",
+               "X-Amzn-SageMaker-Custom-Attributes": "a=1   b=2",
+               "X-Amzn-SageMaker-Inference-Component": "ic-1", "User-Agent": "not-signed"}
+    request = AWSRequest(method="POST", url=url, data=body, headers=headers)
+    request.headers["Host"] = host_header(url)
+    botocore.auth.SigV4Auth(credentials, "sagemaker", "us-east-2").add_auth(request)
+    ours = sigv4_headers(credentials, "us-east-2", url, body, headers,
+                         amz_date=when.strftime("%Y%m%dT%H%M%SZ"))
+    assert ours == dict(request.headers.items())

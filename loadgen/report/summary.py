@@ -28,7 +28,7 @@ from ..metrics import decode_histogram
 
 SCHEMA = "loadgen.summary/1"
 STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",
-                "schedule_lag_ms")
+                "schedule_lag_ms", "send_lag_ms")
 # Deployment facts with a readable label (issue 4's keys); other scalar keys are shown
 # under their own name.
 DEPLOYMENT_LABELS = {

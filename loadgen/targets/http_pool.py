@@ -190,6 +190,7 @@ class HTTPPool:
         """Have at least ``count`` idle-or-busy connections open (bounded by the limit).
         Connection errors propagate: this runs before any load, where they mean a bad target."""
         want = count if not self.limit else min(count, self.limit)
+        ensure_open_files(want + _SPARE_FILES)
         missing = want - len(self._idle) - len(self._busy) - self._opening
         if missing <= 0:
             return
@@ -307,6 +308,30 @@ class HTTPPool:
                 if exchange is not None and (now - exchange.last_read_ns > idle_ns
                                              or now - exchange.started_ns > total_ns):
                     conn.fail("timeout", message)
+
+
+_SPARE_FILES = 64  # descriptors for everything that is not a connection (files, pipes, DNS)
+
+
+def ensure_open_files(needed: int) -> None:
+    """Raise this process's open-file limit to ``needed`` if the hard limit allows (1,024 is a
+    common default, too few for 1,000 streams); else :class:`TooManyConnections`."""
+    try:
+        import resource
+    except ImportError:  # not on this platform: let connect() report it
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise TooManyConnections(f"{needed - _SPARE_FILES} connections need about {needed} open "
+                                 f"files but this process may open at most {hard}; raise the "
+                                 f"limit (ulimit -n {needed}) or lower the concurrency")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
+class TooManyConnections(OSError):
+    """The load needs more sockets than the process may open."""
 
 
 def _connect_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]:

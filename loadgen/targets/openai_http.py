@@ -27,7 +27,7 @@ from ..config import APIS, TRANSPORTS, RequestOptions, openai_body
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .http1 import RequestHead
-from .http_pool import HTTPPool
+from .http_pool import HTTPPool, TooManyConnections
 from .openai_response import OpenAIResponse, error_message
 from .session import AiohttpTransport
 
@@ -109,6 +109,8 @@ class OpenAIHTTPTarget:
         if self._pool is not None:
             try:
                 await self._pool.open_connections(connections)
+            except TooManyConnections as exc:
+                raise TargetError(str(exc)) from None
             except (OSError, asyncio.TimeoutError) as exc:
                 raise TargetError(f"cannot open {connections} connections to {self.base} "
                                   f"({type(exc).__name__}: {exc}); is the server accepting "

@@ -34,7 +34,7 @@ from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from ..config import TRANSPORTS
 from .http1 import RequestHead
-from .http_pool import HTTPPool
+from .http_pool import HTTPPool, TooManyConnections
 from .sagemaker_aws import AwsSetup, RequestSigner, host_header, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
 from .session import AiohttpTransport
@@ -144,6 +144,8 @@ class SageMakerTarget:
         if self._pool is not None:
             try:
                 await self._pool.open_connections(connections)
+            except TooManyConnections as exc:
+                raise TargetError(str(exc)) from None
             except (OSError, asyncio.TimeoutError) as exc:
                 raise TargetError(f"cannot open {connections} connections to {self._url} "
                                   f"({type(exc).__name__}: {exc})") from None
@@ -173,7 +175,7 @@ class SageMakerTarget:
             "endpoint_url": aws.endpoint_url if aws else self._endpoint_url_arg,
             "api": self.options.api, "model": self.options.model,
             "payload_format": self.payload_format, "detected_payload_format": self.detected_format,
-            "stream": self.options.stream,
+            "stream": self.options.stream, "transport": self.options.transport,
         }
         description.update({key: value for key, value in self._extra.items() if value is not None})
         return description
