@@ -24,7 +24,7 @@ from .prompts import Session
 from .record import Prompt, RequestRecord
 from .selfcheck import ClientMonitor, ClientReport
 from .slo import SLO, SLOCounts
-from .targets.base import Target
+from .targets.base import PreparedRequest, PreparingTarget, Target
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from taskgroup import TaskGroup
@@ -32,6 +32,9 @@ else:
     from asyncio import TaskGroup
 
 ProgressFn = Callable[[dict], None]
+# A request built ahead of its due time: its session (None: a single prompt), prompt,
+# record, and the target's prepared request.
+_Upcoming = tuple["Session | None", Prompt, RequestRecord, "PreparedRequest | None"]
 
 
 class RecordSink(Protocol):
@@ -143,10 +146,15 @@ class _Level:
             task.cancel()
 
     # -- requests -------------------------------------------------------------------------
-    async def _send(self, prompt: Prompt, rec: RequestRecord) -> None:
+    async def _send(self, prompt: Prompt, rec: RequestRecord,
+                    prepared: PreparedRequest | None = None,
+                    on_sent: Callable[[], None] | None = None) -> None:
         self.in_flight += 1
         try:
-            await self.target.send(prompt, rec)
+            if prepared is not None:
+                await self.target.send_prepared(prepared, rec, on_sent)  # type: ignore[attr-defined]
+            else:
+                await self.target.send(prompt, rec)
         except asyncio.CancelledError:
             rec.incomplete = True
             rec.end_ns = rec.end_ns or time.perf_counter_ns()
@@ -172,14 +180,24 @@ class _Level:
         if self.records is not None:
             self.records.append(rec)
 
-    def _new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
-        self.issued += 1
-        self.ramp_issued += intended_ns < self.ramp_end_ns
+    def _record_for(self, prompt: Prompt) -> RequestRecord:
+        """A new record with the next request id (on the wire) and the prompt's facts."""
         self.ids.value += 1
-        return RequestRecord(intended_ns=intended_ns, input_tokens=prompt.input_tokens,
+        return RequestRecord(input_tokens=prompt.input_tokens,
                              input_tokens_exact=prompt.input_tokens_exact,
                              tag=prompt.tag, request_id=self.ids.value,
                              session=prompt.session, turn=prompt.turn)
+
+    def _count_issued(self, intended_ns: int) -> None:
+        """A request starts: it counts towards the limit unless it is due in the ramp-up."""
+        self.issued += 1
+        self.ramp_issued += intended_ns < self.ramp_end_ns
+
+    def _new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
+        self._count_issued(intended_ns)
+        rec = self._record_for(prompt)
+        rec.intended_ns = intended_ns
+        return rec
 
     def _start(self, item: Prompt | Session, intended_ns: int,
                closed: bool) -> Coroutine[Any, Any, RequestRecord]:
@@ -190,15 +208,18 @@ class _Level:
         return self._run(session, prompt, self._new_record(prompt, intended_ns), closed)
 
     async def _run(self, session: Session | None, prompt: Prompt, rec: RequestRecord,
-                   closed: bool) -> RequestRecord:
+                   closed: bool, prepared: PreparedRequest | None = None,
+                   on_sent: Callable[[], None] | None = None) -> RequestRecord:
         """Send ``prompt``; in a session, then its next turns in order on this stream, each
         carrying the history so far with the model's answers. A later turn is due when
         the previous answer ended plus the think time (closed loop). A failed turn ends
-        its session: the next turn would have no answer to build on."""
+        its session: the next turn would have no answer to build on. ``prepared`` (and
+        ``on_sent``): the first request, built ahead by the closed loop."""
         while True:
             if closed:
                 rec.start_ns = time.perf_counter_ns()
-            await self._send(prompt, rec)
+            await self._send(prompt, rec, prepared, on_sent)
+            prepared = None  # later turns need the answer: built when due
             if session is None or not rec.ok or prompt.turn == len(session.turns):
                 return rec
             history = (*prompt.messages, {"role": "assistant", "content": rec.text or ""})
@@ -210,6 +231,23 @@ class _Level:
             prompt = session.prompt(prompt.turn + 1, history)
             rec, closed = self._new_record(prompt, due), True
 
+    def _prepare_next(self) -> _Upcoming:
+        """A stream's next request, built before it is due: prompt (a session's first
+        turn), record (its id is on the wire) and, when the target can, the request itself
+        (body, signature, bytes). It is counted as issued only when it starts; one left
+        over at the stop is never sent."""
+        item = next(self.prompts)
+        session = item if isinstance(item, Session) else None
+        prompt = session.prompt(1, ()) if session is not None else item
+        rec = self._record_for(prompt)
+        prepared = None
+        if isinstance(self.target, PreparingTarget):
+            try:
+                prepared = self.target.prepare(prompt, rec)
+            except Exception:  # noqa: BLE001 - sent unprepared, where a failure becomes data
+                prepared = None
+        return session, prompt, rec, prepared
+
     # -- load models ----------------------------------------------------------------------
     async def closed_loop(self, load: ConstantConcurrency, t0: int,
                           tg: TaskGroup) -> set[asyncio.Task]:
@@ -218,16 +256,34 @@ class _Level:
         async def worker(index: int) -> None:
             # A stream's next request is due the moment its previous response ended: any
             # delay after that (task wake-up, building, writing) is the client's, and counts.
+            # So the next request is built while the current one is in flight (right after
+            # its bytes were written), not after it ends.
             # Ramp-up: stream ``index`` starts at t0 + index/concurrency of the ramp.
             due = t0 + self.ramp_ns * index // load.concurrency
             await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
+            upcoming: _Upcoming | None = None
+            loop = asyncio.get_running_loop()
+
+            def build_next() -> None:
+                nonlocal upcoming
+                if upcoming is None and self._may_start():
+                    upcoming = self._prepare_next()
+
+            def after_write() -> None:
+                # Not now: other streams of the same burst are waiting to write theirs.
+                loop.call_soon(build_next)
+
             while self._may_start():
                 if throttler is not None:
                     await throttler.acquire()
                     if not self._may_start():
                         return
                     due = max(due, time.perf_counter_ns())  # the cap's delay is intended
-                last = await self._start(next(self.prompts), due, closed=True)
+                session, prompt, rec, prepared = upcoming or self._prepare_next()
+                upcoming = None
+                self._count_issued(due)
+                rec.intended_ns = due
+                last = await self._run(session, prompt, rec, True, prepared, after_write)
                 due = last.end_ns or time.perf_counter_ns()
 
         return {tg.create_task(worker(i)) for i in range(load.concurrency)}
@@ -330,10 +386,10 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     """
     control = control or RunControl()
     ids = ids or RequestIds()
-    prepare = getattr(target, "prepare", None)
-    if prepare is not None and not control.stopped:
+    open_connections = getattr(target, "open_connections", None)
+    if open_connections is not None and not control.stopped:
         # Connection setup before the level, never inside a measured TTFT.
-        await prepare(connections_needed(load))
+        await open_connections(connections_needed(load))
     if stop.warmup and not control.stopped:
         warm = _Level(target, load, stop, prompts, control, False, False, ids)
         await _run_phase(warm, None)

@@ -190,3 +190,53 @@ def test_vllm_metrics_facts_and_per_level_samples_are_recorded(start_sim):
     sampled = result["levels"][0]["server_metrics"]
     assert sampled["scrapes"] >= 3
     assert sampled["summary"]["num_requests_running"]["max"] >= 1
+
+
+class RecordingTarget:
+    """Wraps the real HTTP target and logs the order of prepare/write/end per request id."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.events: list[tuple[str, int]] = []
+
+    async def open(self):
+        await self.inner.open()
+
+    async def close(self):
+        await self.inner.close()
+
+    def describe(self):
+        return self.inner.describe()
+
+    async def send(self, prompt, record):  # the engine must not need it here
+        raise AssertionError("a preparing target is sent prepared requests")
+
+    def prepare(self, prompt, record):
+        self.events.append(("prepare", record.request_id))
+        return self.inner.prepare(prompt, record)
+
+    async def send_prepared(self, prepared, record, on_sent=None):
+        def sent():
+            self.events.append(("sent", record.request_id))
+            if on_sent:
+                on_sent()
+
+        await self.inner.send_prepared(prepared, record, sent)
+        self.events.append(("end", record.request_id))
+
+
+def test_closed_loop_builds_the_next_request_before_the_current_one_ends(sim_url):
+    target = RecordingTarget(loadgen.make_target(sim_url))
+    result = sweep(target, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=4),
+                   keep_records=True, server_metrics_interval_s=None)
+    records = result.levels[0].records
+    assert [r.ok for r in records] == [True] * 4 and result.levels[0].metrics.counts.completed == 4
+    order = target.events
+    for done, following in zip(records, records[1:]):
+        # The following request was built after this one was written, before it ended.
+        assert (order.index(("sent", done.request_id)) < order.index(("prepare", following.request_id))
+                < order.index(("end", done.request_id)))
+        # ...and it was due the moment this one ended (closed loop).
+        assert following.intended_ns == done.end_ns <= following.sent_ns
+    sent = [i for kind, i in order if kind == "sent"]
+    assert sent == [r.request_id for r in records]  # exactly 4 sent; a leftover is never sent

@@ -14,13 +14,23 @@ read). A target:
   propagates (the engine cancels in-flight requests at the graceful-stop
   deadline and marks them incomplete).
 - ``await target.close()``.
+- Optionally, ``await target.open_connections(n)``: open ``n`` connections before a level,
+  so connection setup never lands in a measured latency; ``target.statistics()``: connection
+  counters (``connections_opened``, ``reconnects``, ...), reported per level.
+- Optionally, ``target.prepare(prompt, record) -> PreparedRequest`` (sync: build the body,
+  sign it, render the bytes) and ``await target.send_prepared(prepared, record, on_sent)``.
+  The engine then builds a stream's next request while the current one is in flight (in
+  ``on_sent``, called right after the current request's bytes were written), so none of that
+  work lies between a request's intended time and its write.
 - ``target.describe()``: a JSON-able dict for the results file (``url``, ``api``,
   ``model``, ...). It must never contain secrets.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..record import Prompt, RequestRecord
 
@@ -34,6 +44,25 @@ class Target(Protocol):
     async def close(self) -> None: ...
 
     def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request built ahead of its due time. ``wire``: the exact bytes for the streaming
+    transport (None when another transport sends ``body`` with ``headers``)."""
+
+    body: bytes
+    wire: bytes | None = None
+    headers: dict[str, str] | None = None
+    made_ns: int = field(default_factory=time.perf_counter_ns)
+
+
+@runtime_checkable
+class PreparingTarget(Target, Protocol):
+    def prepare(self, prompt: Prompt, record: RequestRecord) -> PreparedRequest: ...
+
+    async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
+                            on_sent: Callable[[], None] | None = None) -> None: ...
 
 
 class open_target:

@@ -310,6 +310,23 @@ class HTTPPool:
                     conn.fail("timeout", message)
 
 
+async def send_on_pool(pool: HTTPPool, data: bytes, record, response,
+                       on_sent: Callable[[], None] | None = None) -> None:
+    """Send ``data`` for ``record``; the target's ``response`` handler fills the record.
+    ``record.sent_ns`` is set when the bytes were written, then ``on_sent()`` runs."""
+
+    def sent(now_ns: int) -> None:
+        record.sent_ns = now_ns
+        if on_sent is not None:
+            on_sent()
+
+    try:
+        await pool.request(data, response, sent)
+    except asyncio.CancelledError:
+        response.cut_short(time.perf_counter_ns())
+        raise
+
+
 _SPARE_FILES = 64  # descriptors for everything that is not a connection (files, pipes, DNS)
 
 

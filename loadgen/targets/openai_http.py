@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -27,7 +27,8 @@ from ..config import APIS, TRANSPORTS, RequestOptions, openai_body
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .http1 import RequestHead
-from .http_pool import HTTPPool, TooManyConnections
+from .base import PreparedRequest
+from .http_pool import HTTPPool, TooManyConnections, send_on_pool
 from .openai_response import OpenAIResponse, error_message
 from .session import AiohttpTransport
 
@@ -104,7 +105,7 @@ class OpenAIHTTPTarget:
                               limit=self.pool_size)
         self._pool.start()
 
-    async def prepare(self, connections: int) -> None:
+    async def open_connections(self, connections: int) -> None:
         """Open ``connections`` connections now, before a level starts measuring."""
         if self._pool is not None:
             try:
@@ -158,31 +159,23 @@ class OpenAIHTTPTarget:
             raise TargetError(f"model {self.model!r} is not served by {self.base}; "
                               f"it serves: {', '.join(models) or 'nothing'}")
 
-    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+    def prepare(self, prompt: Prompt, record: RequestRecord) -> PreparedRequest:
+        """Body and, for the streaming transport, the request's exact bytes."""
         body = orjson.dumps(openai_body(prompt, self.options, self.model))
+        wire = self._head.render(body, record.request_id) if self._head is not None else None
+        return PreparedRequest(body, wire)
+
+    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+        await self.send_prepared(self.prepare(prompt, record), record)
+
+    async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
+                            on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
         response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
-        if self._pool is not None:
-            await self._send_stream(body, record, response)
-        else:
-            await self._send_aiohttp(body, record, response)
-
-    async def _send_stream(self, body: bytes, record: RequestRecord,
-                           response: OpenAIResponse) -> None:
-        assert self._head is not None and self._pool is not None, "open() the target first"
-        data = self._head.render(body, record.request_id)
-
-        def sent(now_ns: int) -> None:
-            record.sent_ns = now_ns
-
-        try:
-            await self._pool.request(data, response, sent)
-        except asyncio.CancelledError:
-            response.cut_short(time.perf_counter_ns())
-            raise
-
-    async def _send_aiohttp(self, body: bytes, record: RequestRecord,
-                            response: OpenAIResponse) -> None:
-        assert self._aiohttp is not None, "open() the target first"
-        await self._aiohttp.request(self._endpoint, body, {"X-Request-Id": str(record.request_id)},
-                                    record, response)
+        if self._pool is None:
+            assert self._aiohttp is not None, "open() the target first"
+            await self._aiohttp.request(self._endpoint, prepared.body,
+                                        {"X-Request-Id": str(record.request_id)}, record, response)
+            return
+        assert prepared.wire is not None
+        await send_on_pool(self._pool, prepared.wire, record, response, on_sent)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 import botocore.session
@@ -34,7 +34,8 @@ from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from ..config import TRANSPORTS
 from .http1 import RequestHead
-from .http_pool import HTTPPool, TooManyConnections
+from .base import PreparedRequest
+from .http_pool import HTTPPool, TooManyConnections, send_on_pool
 from .sagemaker_aws import AwsSetup, RequestSigner, host_header, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
 from .session import AiohttpTransport
@@ -49,6 +50,8 @@ from .sagemaker_formats import (
 SCHEME = "sagemaker"
 _ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # the API's own pattern
 _URL_OPTIONS = ("region",)
+# Requests signed ahead of their send are signed again past this age (SigV4 allows 5 minutes).
+_RESIGN_AFTER_NS = 60 * 10**9
 # Rejected credentials or signatures: fail fast at preflight.
 _AUTH_ERRORS = {"UnrecognizedClientException", "InvalidSignatureException",
                 "ExpiredTokenException", "AccessDeniedException", "IncompleteSignature",
@@ -139,7 +142,7 @@ class SageMakerTarget:
                               timeouts=self.options.timeouts, limit=self.pool_size)
         self._pool.start()
 
-    async def prepare(self, connections: int) -> None:
+    async def open_connections(self, connections: int) -> None:
         """Open ``connections`` connections now, before a level starts measuring."""
         if self._pool is not None:
             try:
@@ -183,7 +186,7 @@ class SageMakerTarget:
     async def _preflight(self) -> None:
         """One tiny request: proves the endpoint exists, accepts our signature and our payload."""
         record = RequestRecord()
-        status = await self._exchange(Prompt("Hi", max_tokens=1), record)
+        status = await self._exchange(self.prepare(Prompt("Hi", max_tokens=1), record), record)
         error, message = record.error_type, (record.error_message or "").rstrip(".")
         if error is None or error in _TRANSIENT_ERRORS:
             return
@@ -201,45 +204,52 @@ class SageMakerTarget:
 
     # ------------------------------------------------------------------ requests
 
-    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
-        await self._exchange(prompt, record)
-
-    async def _exchange(self, prompt: Prompt, record: RequestRecord) -> int | None:
-        """Send one request and fill ``record``. Returns the HTTP status (None: no response)."""
-        assert self._signer is not None and self._aws is not None, "open() the target first"
+    def prepare(self, prompt: Prompt, record: RequestRecord) -> PreparedRequest:
+        """Body, SigV4 headers and, for the streaming transport, the request's exact bytes."""
+        assert self._signer is not None, "open() the target first"
         body = orjson.dumps(request_body(self.payload_format, prompt, self.options))
         headers = self._signer.sign(self._url, body, self._headers)
-        record.start_ns = record.start_ns or time.perf_counter_ns()
-        response = SageMakerResponse(record, self)
-        if self._pool is not None:
-            await self._send_stream(body, headers, record, response)
-        else:
-            await self._send_aiohttp(body, headers, record, response)
-        if response.detected_format and self.detected_format is None:
-            self.detected_format = response.detected_format
-        return response.status or None
+        return PreparedRequest(body, self._render(body, headers), headers)
 
-    async def _send_stream(self, body: bytes, headers: dict[str, str], record: RequestRecord,
-                           response: SageMakerResponse) -> None:
-        assert self._head is not None and self._pool is not None
+    def _render(self, body: bytes, headers: dict[str, str]) -> bytes | None:
+        if self._head is None:
+            return None
         # Only the signature headers change per request; the rest is in the prebuilt head.
         extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items()
                         if name not in self._headers and name != "Host").encode("latin-1")
-        data = self._head.render(body, extra=extra)
+        return self._head.render(body, extra=extra)
 
-        def sent(now_ns: int) -> None:
-            record.sent_ns = now_ns
+    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
+        await self._exchange(self.prepare(prompt, record), record)
 
-        try:
-            await self._pool.request(data, response, sent)
-        except asyncio.CancelledError:
-            response.cut_short(time.perf_counter_ns())
-            raise
+    async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
+                            on_sent: Callable[[], None] | None = None) -> None:
+        if time.perf_counter_ns() - prepared.made_ns > _RESIGN_AFTER_NS:
+            prepared = self._resigned(prepared)
+        await self._exchange(prepared, record, on_sent)
 
-    async def _send_aiohttp(self, body: bytes, headers: dict[str, str], record: RequestRecord,
-                            response: SageMakerResponse) -> None:
-        assert self._aiohttp is not None
-        await self._aiohttp.request(self._url, body, headers, record, response)
+    def _resigned(self, prepared: PreparedRequest) -> PreparedRequest:
+        """A signature is valid for 5 minutes: one made long before its send is made again."""
+        assert self._signer is not None
+        headers = self._signer.sign(self._url, prepared.body, self._headers)
+        return PreparedRequest(prepared.body, self._render(prepared.body, headers), headers)
+
+    async def _exchange(self, prepared: PreparedRequest, record: RequestRecord,
+                        on_sent: Callable[[], None] | None = None) -> int | None:
+        """Send one request and fill ``record``. Returns the HTTP status (None: no response)."""
+        assert self._aws is not None, "open() the target first"
+        record.start_ns = record.start_ns or time.perf_counter_ns()
+        response = SageMakerResponse(record, self)
+        if self._pool is not None:
+            assert prepared.wire is not None
+            await send_on_pool(self._pool, prepared.wire, record, response, on_sent)
+        else:
+            assert self._aiohttp is not None and prepared.headers is not None
+            await self._aiohttp.request(self._url, prepared.body, prepared.headers, record,
+                                        response)
+        if response.detected_format and self.detected_format is None:
+            self.detected_format = response.detected_format
+        return response.status or None
 
 
 class SageMakerResponse:
