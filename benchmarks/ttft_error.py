@@ -2,10 +2,11 @@
 
     python benchmarks/ttft_error.py                 # c=256 and c=1024, ~2 min
     python benchmarks/ttft_error.py --quick         # c=64 and c=256, one round each
+    chrt -f 50 python benchmarks/ttft_error.py      # real-time priority on a shared machine
 
 For each client and concurrency: ``reference_server.py`` runs pinned to core 0, the client
 in its own process pinned to core 1 (when there are two cores), closed loop, TTFT 50 ms,
-ITL 10 ms, 300 tokens; one warm-up round (every stream's connection opened and used once),
+ITL 10 ms (40 ms at the second level, so the one-core server keeps up), 300 tokens; one warm-up round (every stream's connection opened and used once),
 then the measured rounds. Per request, matched by ``X-Request-Id``:
 
     TTFT error = (client: first token seen - intended send) - (server: first write - request read)
@@ -129,11 +130,12 @@ def _event_loop_run():
         return asyncio.run
 
 
-def one(client: str, concurrency: int, rounds: int, tokens: int) -> dict:
+def one(client: str, concurrency: int, rounds: int, tokens: int, itl_ms: float) -> dict:
     """Start the reference server, run one client against it in a child process."""
     extra = ["--sagemaker"] if client.startswith("sagemaker") else []
     server = subprocess.Popen([sys.executable, os.path.join(HERE, "reference_server.py"),
-                               "--ttft-ms", "50", "--itl-ms", "10", *extra], stdout=subprocess.PIPE,
+                               "--ttft-ms", "50", "--itl-ms", str(itl_ms), *extra],
+                              stdout=subprocess.PIPE,
                               text=True, preexec_fn=lambda: _pin(0))
     try:
         url = server.stdout.readline().strip()
@@ -143,7 +145,8 @@ def one(client: str, concurrency: int, rounds: int, tokens: int) -> dict:
         lines = [ln for ln in child.stdout.splitlines() if ln.startswith("{")]
         if child.returncode or not lines:
             return {"client": client, "concurrency": concurrency, "error": child.stderr[-600:]}
-        return {"client": client, "concurrency": concurrency, **json.loads(lines[-1])}
+        return {"client": client, "concurrency": concurrency, "itl_ms": itl_ms,
+                **json.loads(lines[-1])}
     finally:
         server.terminate()
         server.wait(10)
@@ -158,6 +161,9 @@ def main() -> None:
     parser.add_argument("--concurrency", default=None, help="comma-separated levels")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--itl-ms", default="10,40", help="server ITL per concurrency level "
+                        "(the single-core reference server writes about 25k events/s at most: "
+                        "1024 streams need 40 ms)")
     parser.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -176,10 +182,11 @@ def main() -> None:
     levels = [int(c) for c in (args.concurrency or ("64,256" if args.quick else "256,1024"))
               .split(",")]
     rounds = args.rounds or (1 if args.quick else 3)
+    itls = [float(x) for x in args.itl_ms.split(",")]
     rows = []
-    for concurrency in levels:
+    for i, concurrency in enumerate(levels):
         for client in args.clients.split(","):
-            row = one(client, concurrency, rounds, args.tokens)
+            row = one(client, concurrency, rounds, args.tokens, itls[min(i, len(itls) - 1)])
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     print(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),

@@ -140,8 +140,8 @@ class HdrIntervalLog:
             due = self._t0 + k * self.interval_ns
             while (wait_ns := due - time.perf_counter_ns()) > 0:
                 await asyncio.sleep(min(wait_ns / 1e9, 0.05))
-                while self._current.fold(8):
-                    await asyncio.sleep(0)
+                while self._current.fold(4):
+                    await asyncio.sleep(0.001)
             self.flush_interval(due)
             k += 1
 

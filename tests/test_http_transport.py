@@ -157,8 +157,9 @@ def test_both_transports_give_the_same_records(texts, crlf, ending, framing, bod
             (record,) = asyncio.run(asyncio.wait_for(_send_each(server.url, transport, 1), 20))
         results[transport] = outcome(record)
     assert results["stream"] == results["aiohttp"]
-    if framing == "truncated":
-        assert results["stream"][0] == "disconnected"
+    if framing == "truncated":  # the first failure wins: an error event sent before the cut
+        assert results["stream"][0] in (("disconnected",) if ending == "done"
+                                        else ("disconnected", "stream_error"))
     else:
         assert results["stream"] == reference(body)
 
