@@ -192,21 +192,12 @@ def test_vllm_metrics_facts_and_per_level_samples_are_recorded(start_sim):
     assert sampled["summary"]["num_requests_running"]["max"] >= 1
 
 
-class RecordingTarget:
+class RecordingTarget(LateTarget):
     """Wraps the real HTTP target and logs the order of prepare/write/end per request id."""
 
     def __init__(self, inner) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.events: list[tuple[str, int]] = []
-
-    async def open(self):
-        await self.inner.open()
-
-    async def close(self):
-        await self.inner.close()
-
-    def describe(self):
-        return self.inner.describe()
 
     async def send(self, prompt, record):  # the engine must not need it here
         raise AssertionError("a preparing target is sent prepared requests")

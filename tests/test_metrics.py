@@ -64,3 +64,25 @@ def test_histograms_round_trip_and_merge():
     merged.add(decode_histogram(b.encoded()["ttft_ms"]))
     assert merged.get_total_count() == 2
     assert abs(merged.get_max_value() / 1000 - 300) < 1
+
+
+def test_bucketed_gap_recording_equals_recording_every_gap():
+    import random
+
+    from loadgen.metrics import new_histogram
+
+    rng = random.Random(7)
+    metrics, reference = LevelMetrics(), new_histogram("itl_ms")
+    total = 0
+    for _ in range(40):
+        t, content = 0, []
+        for k in range(200):
+            t += rng.randint(9_000_000, 11_000_000) if k % 5 else rng.randint(0, 5_000)
+            content.append(t)
+        metrics.add(RequestRecord(intended_ns=0, start_ns=0, end_ns=t, content_ns=content,
+                                  output_tokens=200))
+        for a, b in zip(content, content[1:]):
+            reference.record_value((b - a) // 1000)
+            total += (b - a) // 1000
+    assert metrics.hists["itl_ms"].encode() == reference.encode()
+    assert metrics.summary()["itl_ms"]["mean"] == total / reference.get_total_count() * 1e-3

@@ -27,9 +27,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlsplit
 
 from ..config import Timeouts
-from ..errors import one_line
+from ..errors import TargetError, one_line
 from .http1 import ProtocolError, ResponseHandler, ResponseReader
 
 _RETRY = "retry"  # an exchange's outcome: send it again on a fresh connection
@@ -162,6 +163,16 @@ class HTTPPool:
         self._sweeper: asyncio.Task | None = None
         self.stats = PoolStatistics()
 
+    @classmethod
+    def for_url(cls, url: str, timeouts: Timeouts, limit: int = 0) -> HTTPPool:
+        """A started pool for ``url``'s scheme, host and port."""
+        parts = urlsplit(url)
+        tls = parts.scheme == "https"
+        pool = cls(parts.hostname or "", parts.port or (443 if tls else 80), tls=tls,
+                   timeouts=timeouts, limit=limit)
+        pool.start()
+        return pool
+
     def statistics(self) -> dict[str, int]:
         return {**self.stats.snapshot(), "idle": len(self._idle), "busy": len(self._busy)}
 
@@ -188,7 +199,8 @@ class HTTPPool:
 
     async def open_connections(self, count: int) -> None:
         """Have at least ``count`` idle-or-busy connections open (bounded by the limit).
-        Connection errors propagate: this runs before any load, where they mean a bad target."""
+        This runs before any load, where a failure means the target can't take the load:
+        :class:`TargetError`, one line."""
         want = count if not self.limit else min(count, self.limit)
         ensure_open_files(want + _SPARE_FILES)
         missing = want - len(self._idle) - len(self._busy) - self._opening
@@ -196,10 +208,16 @@ class HTTPPool:
             return
         results = await asyncio.gather(*(self._connect() for _ in range(missing)),
                                        return_exceptions=True)
+        failure = None
         for result in results:
             if isinstance(result, BaseException):
-                raise result
-            self._release(result)
+                failure = failure or result
+            else:
+                self._release(result)
+        if failure is not None:
+            raise TargetError(f"cannot open {want} connections to {self.host}:{self.port} "
+                              f"({type(failure).__name__}: {one_line(failure)}); is the server "
+                              "accepting that many?") from None
 
     # -- requests -------------------------------------------------------------------------------
     async def request(self, data: bytes, handler: ResponseHandler,
@@ -332,7 +350,7 @@ _SPARE_FILES = 64  # descriptors for everything that is not a connection (files,
 
 def ensure_open_files(needed: int) -> None:
     """Raise this process's open-file limit to ``needed`` if the hard limit allows (1,024 is a
-    common default, too few for 1,000 streams); else :class:`TooManyConnections`."""
+    common default, too few for 1,000 streams); else a one-line :class:`TargetError`."""
     try:
         import resource
     except ImportError:  # not on this platform: let connect() report it
@@ -341,14 +359,10 @@ def ensure_open_files(needed: int) -> None:
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
-        raise TooManyConnections(f"{needed - _SPARE_FILES} connections need about {needed} open "
+        raise TargetError(f"{needed - _SPARE_FILES} connections need about {needed} open "
                                  f"files but this process may open at most {hard}; raise the "
                                  f"limit (ulimit -n {needed}) or lower the concurrency")
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-
-
-class TooManyConnections(OSError):
-    """The load needs more sockets than the process may open."""
 
 
 def _connect_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]:

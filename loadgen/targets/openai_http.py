@@ -28,7 +28,7 @@ from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .http1 import RequestHead
 from .base import PreparedRequest
-from .http_pool import HTTPPool, TooManyConnections, send_on_pool
+from .http_pool import HTTPPool, send_on_pool
 from .openai_response import OpenAIResponse, error_message
 from .session import AiohttpTransport
 
@@ -95,27 +95,16 @@ class OpenAIHTTPTarget:
             raise
 
     def _start_pool(self, headers: dict[str, str]) -> None:
-        parts = urlsplit(self._endpoint)
-        tls = parts.scheme == "https"
-        port = parts.port or (443 if tls else 80)
         if self.options.stream:
             headers = {**headers, "Accept": "text/event-stream"}
+        parts = urlsplit(self._endpoint)
         self._head = RequestHead("POST", parts.path, parts.netloc, headers)
-        self._pool = HTTPPool(parts.hostname or "", port, tls=tls, timeouts=self.options.timeouts,
-                              limit=self.pool_size)
-        self._pool.start()
+        self._pool = HTTPPool.for_url(self._endpoint, self.options.timeouts, self.pool_size)
 
     async def open_connections(self, connections: int) -> None:
         """Open ``connections`` connections now, before a level starts measuring."""
         if self._pool is not None:
-            try:
-                await self._pool.open_connections(connections)
-            except TooManyConnections as exc:
-                raise TargetError(str(exc)) from None
-            except (OSError, asyncio.TimeoutError) as exc:
-                raise TargetError(f"cannot open {connections} connections to {self.base} "
-                                  f"({type(exc).__name__}: {exc}); is the server accepting "
-                                  "that many?") from None
+            await self._pool.open_connections(connections)
 
     async def close(self) -> None:
         if self._pool is not None:

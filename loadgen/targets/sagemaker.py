@@ -35,7 +35,7 @@ from ..record import Prompt, RequestRecord
 from ..config import TRANSPORTS
 from .http1 import RequestHead
 from .base import PreparedRequest
-from .http_pool import HTTPPool, TooManyConnections, send_on_pool
+from .http_pool import HTTPPool, send_on_pool
 from .sagemaker_aws import AwsSetup, RequestSigner, host_header, resolve_region, setup_aws
 from .sagemaker_events import EventStreamReader
 from .session import AiohttpTransport
@@ -135,23 +135,14 @@ class SageMakerTarget:
             raise
 
     def _start_pool(self) -> None:
-        parts = urlsplit(self._url)
-        tls = parts.scheme == "https"
-        self._head = RequestHead("POST", parts.path, host_header(self._url), self._headers)
-        self._pool = HTTPPool(parts.hostname or "", parts.port or (443 if tls else 80), tls=tls,
-                              timeouts=self.options.timeouts, limit=self.pool_size)
-        self._pool.start()
+        path = urlsplit(self._url).path
+        self._head = RequestHead("POST", path, host_header(self._url), self._headers)
+        self._pool = HTTPPool.for_url(self._url, self.options.timeouts, self.pool_size)
 
     async def open_connections(self, connections: int) -> None:
         """Open ``connections`` connections now, before a level starts measuring."""
         if self._pool is not None:
-            try:
-                await self._pool.open_connections(connections)
-            except TooManyConnections as exc:
-                raise TargetError(str(exc)) from None
-            except (OSError, asyncio.TimeoutError) as exc:
-                raise TargetError(f"cannot open {connections} connections to {self._url} "
-                                  f"({type(exc).__name__}: {exc})") from None
+            await self._pool.open_connections(connections)
 
     def statistics(self) -> dict[str, int]:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
