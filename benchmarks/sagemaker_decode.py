@@ -8,7 +8,7 @@ Prints one JSON line:
   (a) as the HTTP target sees it: one socket read per engine step, straight into
   ``OpenAIStreamParser``; (b) as the SageMaker target sees it: every step wrapped
   in an event-stream PayloadPart frame, one frame per read, through
-  ``EventStreamReader`` (botocore's ``EventStreamBuffer``) into the same parser.
+  ``EventStreamReader`` (loadgen's ``FrameSplitter``) into the same parser.
 - ``end_to_end``: client process CPU while streaming in fast mode over loopback:
   SageMakerTarget against ``tests/sagemaker_server.py`` vs OpenAIHTTPTarget against
   the built-in simulator, both servers in their own processes writing one event per
@@ -163,7 +163,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=500_000, help="decode-only tokens")
     parser.add_argument("--e2e-tokens", type=int, default=200_000, help="end-to-end tokens")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--quick", action="store_true", help="a tenth of the tokens (smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.e2e_tokens = args.tokens // 10, args.e2e_tokens // 10
     decode = decode_only(args.tokens)
     e2e = end_to_end(args.e2e_tokens, args.concurrency)
     print(json.dumps({"benchmark": "sagemaker_decode", "decode_only": decode, "end_to_end": e2e,

@@ -2,19 +2,21 @@
 
 Public API (see README, "Python API")::
 
-    from loadgen import sweep, run, ConstantConcurrency, ArrivalRate, StopRule
+    from loadgen import sweep, run, load_results, ConstantConcurrency, ArrivalRate, StopRule
 """
 
 __version__ = "0.1.0"
 
-from .api import make_target, run, sweep  # noqa: E402
+from .api import SIMULATOR, make_target, run, sweep  # noqa: E402
 from .config import RequestOptions, Timeouts  # noqa: E402
 from .engine import RunControl  # noqa: E402
 from .load import ArrivalRate, ConstantConcurrency, StopRule  # noqa: E402
 from .prompts import PromptSource  # noqa: E402
 from .record import Prompt, RequestRecord  # noqa: E402
+from .results_types import Level, Requests, Results, Stats, load_results  # noqa: E402
 from .workload import WorkloadSettings  # noqa: E402
 
 __all__ = ["__version__", "sweep", "run", "make_target", "RequestOptions", "Timeouts",
            "RunControl", "ArrivalRate", "ConstantConcurrency", "StopRule", "PromptSource",
-           "Prompt", "RequestRecord", "WorkloadSettings"]
+           "Prompt", "RequestRecord", "SIMULATOR", "load_results", "Results", "Level", "Stats",
+           "Requests", "WorkloadSettings"]

@@ -4,11 +4,12 @@
     result = asyncio.run(loadgen.sweep("http://127.0.0.1:8000",
                                        loads=[loadgen.ConstantConcurrency(c) for c in (1, 4, 16)],
                                        stop=loadgen.StopRule(requests=50)))
-    print(result.to_dict()["levels"][0]["output_tokens_per_s"])
+    print(result.levels[0].output_tokens_per_s, result.levels[0].ttft_ms.p99)
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -17,13 +18,18 @@ from typing import AsyncIterator, Callable, Iterable, Sequence
 
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
-from .errors import ConfigError, LoadgenError
+from .atomic import check_writable
+from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, PromptStream, prefill_count
 from .record import Prompt
 from .results import RunResult, now_iso
-from .targets.base import Target, open_target
+from .results_types import Results
+from .targets.base import Target
 from .workload import WorkloadSettings
+
+# ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
+SIMULATOR = "simulator"
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
@@ -55,20 +61,56 @@ def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size:
 
 
 @contextlib.asynccontextmanager
-async def _resolve_target(target: str | Target | None, options: RequestOptions, pool_size: int,
-                          sagemaker_options: dict) -> AsyncIterator[tuple[Target, bool]]:
+async def _resolve_target(target: str | Target, options: RequestOptions, pool_size: int,
+                          sagemaker_options: dict,
+                          control: RunControl) -> AsyncIterator[tuple[Target, bool]]:
     """Yield an opened target, and whether it is the built-in simulator."""
     if target is None:
+        raise ConfigError('no target: give a URL ("http://host:8000", "sagemaker://ENDPOINT"), '
+                          'a Target object, or target="simulator" for the built-in simulator')
+    if target == SIMULATOR:
         from .simulator import simulator_process
 
         with simulator_process() as url:
-            async with open_target(make_target(url, options, pool_size)) as opened:
+            async with _opened(make_target(url, options, pool_size), control) as opened:
                 yield opened, True
         return
     if isinstance(target, str):
         target = make_target(target, options, pool_size, **sagemaker_options)
-    async with open_target(target) as opened:
+    async with _opened(target, control) as opened:
         yield opened, False
+
+
+@contextlib.asynccontextmanager
+async def _opened(target: Target, control: RunControl) -> AsyncIterator[Target]:
+    """Open (preflight) ``target`` and always close it; a stop during the preflight ends it.
+
+    A stalled server can hold a preflight for its whole timeout: Ctrl-C must not wait that out.
+    """
+    opening = asyncio.ensure_future(target.open())
+    stopped_by_control = False
+
+    def stop_opening() -> None:
+        nonlocal stopped_by_control
+        stopped_by_control = True
+        opening.cancel()
+
+    forget = control.on_stop(stop_opening)
+    if control.stopped:
+        stop_opening()
+    try:
+        await opening
+    except asyncio.CancelledError:
+        if stopped_by_control and opening.cancelled():
+            raise RunStopped("stopped before any load was sent (during the target's "
+                             "preflight): nothing was measured") from None
+        raise
+    finally:
+        forget()
+    try:
+        yield target
+    finally:
+        await target.close()
 
 
 async def _server_facts(target: Target) -> dict | None:
@@ -98,7 +140,7 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
     return level
 
 
-async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], stop: StopRule,
+async def sweep(target: str | Target, *, loads: Sequence[Load], stop: StopRule,
                 options: RequestOptions = RequestOptions(),
                 prompts: Iterable[Prompt] | None = None,
                 workload: WorkloadSettings = WorkloadSettings(),
@@ -106,12 +148,17 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
                 on_level: Callable[[LevelResult], None] | None = None,
+                on_start: Callable[[RunResult], None] | None = None,
                 server_metrics_interval_s: float | None = 1.0,
-                **sagemaker_options) -> RunResult:
-    """Run each load level in turn against ``target`` (URL, Target, or None = simulator).
+                **sagemaker_options) -> Results:
+    """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
+    ``"simulator"`` (the built-in simulator, in a child process).
 
-    Each level is measured separately. With ``out``, the results file is rewritten
-    after every level, so an interrupted run keeps what it measured (``partial``).
+    Each level is measured separately. With ``out``, the path is checked before any load is
+    sent, and the results file is rewritten after every level (``"partial": true`` until the
+    run ends), so an interrupted run keeps what it measured. If the file cannot be written
+    at the end after all, it goes to a fallback file (``Results.path`` says where, ``write_error`` why).
+    ``on_start(result)`` is called once the target answered its preflight, before any load.
     Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
     each level (None: don't).
@@ -121,6 +168,8 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
     """
     if not loads:
         raise ConfigError("give at least one load level (--concurrency or --rate)")
+    if out is not None:
+        check_writable(out)
     control = control or RunControl()
     if prompts is None:
         prompts = workload.prompt_source()
@@ -128,8 +177,8 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
         if options.api != "chat":
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
-    async with _resolve_target(target, options, pool_size_for(loads),
-                               sagemaker_options) as (opened, simulated):
+    async with _resolve_target(target, options, pool_size_for(loads), sagemaker_options,
+                               control) as (opened, simulated):
         with workload.open_exports() as exports:  # after the preflight: no empty files
             result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
                                simulated=simulated)
@@ -145,6 +194,8 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                 control=control, keep_records=keep_records, ids=RequestIds(),
                 watchers=(exports.hdr,) if exports.hdr is not None else (),
                 slos=workload.slos, sinks=exports.sinks)
+            if on_start:
+                on_start(result)
             for index, load in enumerate(loads, 1):
                 if control.stopped:
                     break
@@ -155,24 +206,25 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load], st
                 level = await measure(opened, load, on_progress=progress)
                 exports.end_level()
                 result.levels.append(level)
-                result.partial = control.stopped
+                result.partial = True  # until the run has ended: a file written now is not complete
+                if out is not None:
+                    result.save(out)
                 if on_level:
                     on_level(level)
-                if out is not None:
-                    result.write(out)
             result.target = opened.describe()
             result.finished_at = now_iso()
             result.partial = control.stopped or len(result.levels) < len(loads)
             if out is not None:
-                result.write(out)
-            return result
+                result.save(out)
+            return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
+                                     result.path, result.write_error)
 
 
-async def run(target: str | Target | None = None, *, load: Load, stop: StopRule,
-              **kwargs) -> RunResult:
+async def run(target: str | Target, *, load: Load, stop: StopRule,
+              **kwargs) -> Results:
     """One level: ``sweep`` with a single load."""
     return await sweep(target, loads=[load], stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "make_target", "ConstantConcurrency", "ArrivalRate", "StopRule",
-           "RequestOptions", "PromptSource", "RunControl", "WorkloadSettings"]
+__all__ = ["sweep", "run", "make_target", "SIMULATOR", "ConstantConcurrency", "ArrivalRate",
+           "StopRule", "RequestOptions", "PromptSource", "RunControl", "WorkloadSettings"]

@@ -21,3 +21,31 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise :class:`~loadgen.errors.ConfigError` unless a file can be written at ``path``.
+
+    Called before a run sends any load, so a bad ``--out`` costs nothing. It really creates
+    (and removes) a file beside ``path``: permission bits do not tell the truth for root or
+    for file systems such as /sys or read-only mounts. Missing parent directories are made,
+    as :func:`write_atomic` would make them.
+    """
+    from .errors import ConfigError
+
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a directory; give a file name such as "
+                          f"{path / 'results.json'}")
+    existing = next(d for d in path.absolute().parents if d.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"--out {path} cannot be written: {existing} is a file, not a "
+                          "directory; choose another path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out {path} cannot be written ({exc.strerror or exc}); "
+                          "choose a writable path") from None

@@ -14,16 +14,20 @@ import time
 from typing import Any, Callable, Sequence
 
 import click
+import orjson
 
 from . import __version__
+from .api import SIMULATOR
 from .api import sweep as api_sweep
 from .config import TRANSPORTS, RequestOptions, Timeouts
 from .engine import RunControl
-from .cli_common import run_async
-from .errors import ConfigError
+from .cli_common import LoadgenGroup, UserError, run_async
+from .errors import ConfigError, RunStopped
 from .cli_workload import check_level_options, workload_from_options, workload_options
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
-from .results import format_table
+from .progress import PlainProgress, make_progress, run_header
+from .results import RunResult, error_kinds, format_table
+from .results_types import Results
 from .saturation import saturation_sweep
 
 
@@ -110,8 +114,8 @@ def load_options(f: Callable) -> Callable:
         click.option("--payload-format", default="auto", show_default=True,
                      type=click.Choice(["auto", "openai", "lmi", "tgi", "raw"]),
                      help="SageMaker: container payload format."),
-        click.option("--out", type=click.Path(dir_okay=False),
-                     help="Results JSON (default: loadgen-YYYYmmdd-HHMMSS.json)."),
+        click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
+                     help="Results JSON; - for stdout (default: loadgen-YYYYmmdd-HHMMSS.json)."),
         click.option("--quiet", is_flag=True, help="No progress line, no table."),
     ]
     for option in reversed(options):
@@ -119,39 +123,57 @@ def load_options(f: Callable) -> Callable:
     return f
 
 
-def _install_ctrl_c(control: RunControl) -> None:
-    """First Ctrl-C: stop and write what was measured (partial). Second: abort."""
-    loop = asyncio.get_running_loop()
+class _StopSignals:
+    """SIGINT (Ctrl-C) and SIGTERM (kill, timeout, Docker, Kubernetes) stop the run the same way.
 
-    def first() -> None:
-        click.echo("\nstopping: writing what was measured (Ctrl-C again to abort)", err=True)
-        control.stop()
-        loop.remove_signal_handler(signal.SIGINT)
+    The first signal stops the run: no new request starts, in-flight ones are cancelled and
+    counted incomplete, and what was measured is written (``partial``). A second Ctrl-C while
+    that happens changes nothing (it still writes); only a third aborts without writing.
+    The exit code is 128 + the first signal's number (130 for Ctrl-C, 143 for SIGTERM).
+    """
 
-    try:
-        loop.add_signal_handler(signal.SIGINT, first)
-    except (NotImplementedError, RuntimeError):  # not the main thread / Windows
-        pass
+    def __init__(self, control: RunControl) -> None:
+        self.control = control
+        self.first: int | None = None
+        self.count = 0
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.first or signal.SIGINT)
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._received, sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread / Windows
+                pass
+
+    def _received(self, sig: int) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = sig
+            name = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
+            click.echo(f"\n{name}: stopping, writing what was measured", err=True)
+            self.control.stop()
+        elif self.count == 2:
+            click.echo("\nalready stopping: writing what was measured "
+                       "(Ctrl-C once more aborts without writing)", err=True)
+            # Back to Python's default: the next Ctrl-C raises KeyboardInterrupt.
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
 
-class _Progress:
-    """One status line on stderr, rewritten in place (TTY only)."""
+# Exit codes (README, "Exit codes").
+EXIT_ALL_FAILED = 3  # the run finished but not one request succeeded
+EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written)
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
 
-    def __call__(self, load: Load, snap: dict) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r{load.label}: {snap['elapsed_s']:.0f}s  done {snap['completed']}"
-                             f"  failed {snap['failed']}  in flight {snap['in_flight']}  "
-                             f"tokens {snap['output_tokens']}   ")
-            sys.stderr.flush()
-
-    def level_done(self, level: Any) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
-        if level.client.warning:
-            click.echo(f"warning: {level.load.label}: {level.client.warning}", err=True)
+def _request_options(kw: dict[str, Any]) -> RequestOptions:
+    return RequestOptions(
+        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
+        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
+        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
+        transport=kw["transport"])
 
 
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
@@ -160,50 +182,111 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         loads = [workload.trace_load()]
     stop = StopRule(kw["n_requests"], kw["duration"], kw["warmup"], kw["graceful_stop"],
                     ramp_up_s=kw["ramp_up"])
-    options = RequestOptions(
-        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
-        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
-        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
-        transport=kw["transport"])
     prompts = workload.prompt_source()
-    out = kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
+    levels = 2 + workload.profile_rates if workload.profile == "saturation" else len(loads)
+    to_stdout = kw["out"] == "-"  # the results JSON goes to stdout, everything else to stderr
+    out = None if to_stdout else kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
     sagemaker = {k: kw[k] for k in ("region", "endpoint_url", "inference_component",
                                     "custom_attributes", "target_variant", "payload_format")}
-    control = RunControl()
-    _install_ctrl_c(control)
-    progress = _Progress(not kw["quiet"] and sys.stderr.isatty())
+    quiet = kw["quiet"]
 
-    def on_level(level: Any) -> None:
+    def echo(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=to_stdout)
+
+    def diagnostic(text: str) -> None:
+        click.echo(text, err=True)
+
+    control = RunControl()
+    signals = _StopSignals(control)
+    signals.install()
+    progress = (PlainProgress(levels, diagnostic, level_lines=False) if quiet
+                else make_progress(levels, stop, sys.stderr, diagnostic))
+
+    def started(result: RunResult) -> None:
+        echo(run_header(result))
+        progress.start()
+
+    def level_done(level: Any) -> None:
         progress.level_done(level)
         warning = waves_warning(level.load, level.metrics.counts.requests)
         if warning:
-            click.echo(f"warning: {warning}", err=True)
+            diagnostic(f"warning: {warning}")
 
     runner = functools.partial(api_sweep, loads=loads)
     if workload.profile == "saturation":  # levels chosen as the run goes
         runner = functools.partial(saturation_sweep, rates=workload.profile_rates,
                                    concurrency=workload.saturation_concurrency)
-    result = await runner(kw["target"], stop=stop, options=options,
-                             prompts=prompts, workload=workload, out=out, control=control,
-                             on_progress=progress, on_level=on_level,
-                             server_metrics_interval_s=kw["server_metrics_interval"] or None,
-                             **sagemaker)
+    try:
+        result = await runner(kw["target"] or SIMULATOR, stop=stop,
+                              options=_request_options(kw), prompts=prompts, workload=workload,
+                              out=out, control=control, on_start=started,
+                              on_progress=progress.update, on_level=level_done,
+                              server_metrics_interval_s=kw["server_metrics_interval"] or None,
+                              **sagemaker)
+    except RunStopped as exc:
+        raise UserError(str(exc), signals.exit_code) from None
+    finally:
+        progress.close()
     data = result.to_dict()
-    if not kw["quiet"]:
-        title = data["target"].get("url", "")
-        if result.simulated:
-            title = f"built-in simulator (SIMULATED) {title}"
-        click.echo(f"{title}  model={data['target'].get('model')}")
-        click.echo(format_table(data["levels"]))
-        if data["target"].get("stream") is False:
-            click.echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
-    note = " (partial: stopped early)" if result.partial else ""
-    click.echo(f"results: {out}{note}", err=True)
+    echo(format_table(data["levels"]))
+    if data["target"].get("stream") is False:
+        echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
+    sys.exit(_report_outcome(result, data, out, to_stdout, signals))
+
+
+def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: bool,
+                    signals: _StopSignals) -> int:
+    """Say where the results are and what happened; return the exit code."""
+    if to_stdout:
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        where = "stdout"
+    elif result.write_error:
+        where = str(result.path)
+        click.echo(f"warning: {result.write_error}; the results were written to {where} "
+                   "instead", err=True)
+    else:
+        where = str(out)
+    failed = sum(lv["requests"]["failed"] for lv in data["levels"])
+    completed = sum(lv["requests"]["completed"] for lv in data["levels"])
     if result.partial:
-        sys.exit(130)
+        click.echo(f"results: {where} (partial: stopped early)", err=True)
+        return signals.exit_code
+    click.echo(f"results: {where}", err=True)
+    if completed == 0 and failed:
+        click.echo(f"Error: all {failed} requests failed "
+                   f"({error_kinds(_all_errors(data))}); see requests.error_messages "
+                   "in the results", err=True)
+        return EXIT_ALL_FAILED
+    return EXIT_FALLBACK_FILE if result.write_error else 0
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _all_errors(data: dict) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for lv in data["levels"]:
+        for kind, count in lv["requests"]["errors"].items():
+            total[kind] = total.get(kind, 0) + count
+    return total
+
+
+# Commands that live in their own modules, imported when used: name -> (where, short help).
+LAZY_COMMANDS = {
+    "compare": ("loadgen.cli_report:compare", "Compare two results files: fidelity, B/A ratios."),
+    "endpoint": ("loadgen.cli_endpoint:endpoint", "Deploy, inspect and delete SageMaker "
+                                                  "endpoints."),
+    "facts": ("loadgen.cli_endpoint:facts", "Deployment facts from vLLM (load time, KV "
+                                            "cache)."),
+    "mock-server": ("loadgen.simulator.cli:mock_server_command", "Serve the built-in vLLM "
+                                                                 "simulator."),
+    "report": ("loadgen.cli_report:report", "Reports from a results file or a scenario "
+                                            "directory."),
+    "scenario": ("loadgen.scenario.cli:scenario", "Comparison studies (A-B-A) from a "
+                                                  "scenario file."),
+}
+
+
+@click.group(cls=LoadgenGroup, lazy=LAZY_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="loadgen")
 def cli() -> None:
     """Load generator for LLM inference endpoints (vLLM HTTP, Amazon SageMaker)."""
@@ -240,16 +323,6 @@ async def sweep(concurrency: str | None, **kw: Any) -> None:
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
                         kw["max_rate"], kw["seed"])
     await _run_command(loads, kw)
-
-
-# Commands that live in their own modules.
-from .cli_endpoint import endpoint, facts  # noqa: E402
-from .cli_report import compare, report  # noqa: E402
-from .scenario.cli import scenario  # noqa: E402
-from .simulator import mock_server_command  # noqa: E402
-
-for _command in (mock_server_command, endpoint, facts, report, compare, scenario):
-    cli.add_command(_command)
 
 
 def main() -> None:

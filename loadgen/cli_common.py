@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 from typing import Any, Callable
 
 import click
@@ -53,3 +54,50 @@ def run_async(coro_fn: Callable[..., Any]) -> Callable[..., Any]:
         return event_loop_run(coro_fn(*args, **kwargs))
 
     return one_line_errors(wrapper)
+
+
+class LoadgenGroup(click.Group):
+    """The ``loadgen`` command group.
+
+    - Usage errors of its subcommands (bad option values, unknown options, ``--prompts DIR``)
+      are one ``Error:`` line too, not click's usage block.
+    - Commands that live in other modules are imported only when used (``lazy``: name ->
+      ``("module:attribute", short help)``), so ``loadgen --help`` and ``loadgen run`` do not
+      pay for boto3, numpy, YAML or matplotlib.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, attribute = self.lazy[name][0].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, self.lazy[name][1]))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            raise UserError(f"{exc.format_message()} (see `{where} --help`)",
+                            exc.exit_code) from None

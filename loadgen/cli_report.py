@@ -10,11 +10,12 @@ import click
 from .compare import compare_runs, format_comparison
 from .cli_common import one_line_errors
 from .errors import ConfigError
-from .report.files import REPORT_FORMATS, parse_formats, read_results, report_directory
+from .report.files import (REPORT_FORMATS, parse_formats, read_results, report_directory,
+                            report_file)
 
 
 @click.command("report")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("source", metavar="FILE.json|DIRECTORY", type=click.Path(path_type=Path))
 @click.option("--format", "formats", default=",".join(REPORT_FORMATS), show_default=True,
               help="Comma-separated: md (report.md), html (report.html), json (summary.json), "
                    "csv (report.csv, fidelity.csv).")
@@ -25,11 +26,16 @@ from .report.files import REPORT_FORMATS, parse_formats, read_results, report_di
               help="A-B-A drift tolerance, e.g. 0.05 for 5% (default: the earlier "
                    "summary.json's, else 0.05).")
 @one_line_errors
-def report(directory: Path, formats: str, price_per_hour: float | None,
+def report(source: Path, formats: str, price_per_hour: float | None,
            drift_tolerance: float | None) -> None:
-    """Build reports from the phase results files in DIRECTORY."""
-    output = report_directory(directory, formats=parse_formats(formats),
-                              price_per_hour=price_per_hour, drift_tolerance=drift_tolerance)
+    """Build reports from a run/sweep results file (into FILE-report/) or from the phase
+    results files of a scenario DIRECTORY (into DIRECTORY)."""
+    if source.is_file():
+        _, output = report_file(source, formats=parse_formats(formats),
+                                price_per_hour=price_per_hour, drift_tolerance=drift_tolerance)
+    else:
+        output = report_directory(source, formats=parse_formats(formats),
+                                  price_per_hour=price_per_hour, drift_tolerance=drift_tolerance)
     if output.summary["simulated"]:
         click.echo("SIMULATED: these results come from the built-in simulator.", err=True)
     for paths in output.files.values():

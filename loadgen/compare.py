@@ -18,6 +18,9 @@ from .errors import ConfigError
 from .fidelity import FidelityResult
 
 DEFAULT_DRIFT_TOLERANCE = 0.05
+MIN_BOOTSTRAP_N = 5  # fewer observations on a side: no confidence interval
+WITHIN_NOISE = "within noise"
+BEYOND_NOISE = "beyond noise"
 VERDICT_OK = "within tolerance"
 VERDICT_DRIFT = "drift: the difference may not be the checkpoint"
 
@@ -100,6 +103,9 @@ def compare_levels(levels_a: Sequence[dict], levels_b: Sequence[dict]) -> list[d
         metrics = {key: {"a": values_a[key], "b": values_b[key],
                          "ratio": ratio(values_a[key], values_b[key])}
                    for key in values_a}
+        decode = metrics["decode_tokens_per_s"]
+        decode["ci"] = decode_rate_ci(level_a, level_b)
+        decode["noise"] = noise_verdict(decode["ratio"], ci=decode["ci"])
         rows.append({"load": level_a.get("load"), "label": level_label(level_a),
                      "metrics": metrics})
     return rows
@@ -190,11 +196,17 @@ def bootstrap_ratio_ci(a_values: Sequence[float], b_values: Sequence[float], *,
     Each side is resampled independently, with replacement, at its own size;
     ``*_counts`` weight distinct values (an HDR histogram's buckets), which is the
     same as resampling the expanded list. A fixed seed makes the interval
-    reproducible. None when either side has fewer than two observations.
+    reproducible. None when a side has no observation; with fewer than
+    :data:`MIN_BOOTSTRAP_N` on a side, no interval (``low``/``high`` None, ``method`` says
+    "n too small"): resampling 3 values says more about the resampling than the data.
     """
     sides = [_weighted(a_values, a_counts), _weighted(b_values, b_counts)]
-    if any(counts.sum() < 2 for _, counts in sides):
+    n_a, n_b = (int(counts.sum()) for _, counts in sides)
+    if min(n_a, n_b) < 1:
         return None
+    if min(n_a, n_b) < MIN_BOOTSTRAP_N:
+        return {"ratio": None, "low": None, "high": None, "confidence": confidence,
+                "n_a": n_a, "n_b": n_b, "method": "n too small"}
     rng = np.random.default_rng(seed)
     means = [_resampled_means(rng, values, counts, resamples) for values, counts in sides]
     ratios = means[1] / means[0]
@@ -222,6 +234,48 @@ def _resampled_means(rng: np.random.Generator, values: np.ndarray, counts: np.nd
     n = int(counts.sum())
     draws = rng.multinomial(n, counts / n, size=resamples)  # (resamples, distinct values)
     return draws @ values / n
+
+
+def noise_verdict(ratio_value: float | None, *, ci: dict | None = None,
+                  noise: float | None = None) -> str | None:
+    """Is a B/A difference distinguishable from noise?
+
+    ``ci``: a bootstrap interval on the ratio; the difference is within noise when it contains
+    1×. ``noise``: the run-to-run difference of that metric (A-B-A: |A₂ − A₁| / A₁); within
+    noise when |B/A − 1| is not larger. None when there is nothing to judge by.
+    """
+    if ratio_value is None:
+        return None
+    if ci and ci.get("low") is not None:
+        return WITHIN_NOISE if ci["low"] <= 1 <= ci["high"] else BEYOND_NOISE
+    if noise is not None:
+        return WITHIN_NOISE if abs(ratio_value - 1) <= noise else BEYOND_NOISE
+    return None
+
+
+def histogram_samples(encoded: str | None, scale: float = 1e-3
+                      ) -> tuple[list[float], list[int]] | None:
+    """Distinct values (in reported units) and their counts from an encoded HDR histogram."""
+    if not encoded:
+        return None
+    from .metrics import decode_histogram
+
+    hist = decode_histogram(encoded)
+    values, counts = [], []
+    for item in hist.get_recorded_iterator():
+        values.append(hist.get_highest_equivalent_value(item.value_iterated_to) * scale)
+        counts.append(item.count_at_value_iterated_to)
+    return (values, counts) if values else None
+
+
+def decode_rate_ci(level_a: dict, level_b: dict) -> dict | None:
+    """Bootstrap interval on mean decode tok/s B/A, from the per-request rates of two levels."""
+    samples = [histogram_samples(dig(level, ("histograms", "decode_tokens_per_s")))
+               for level in (level_a, level_b)]
+    if not all(samples):
+        return None
+    (va, ca), (vb, cb) = samples
+    return bootstrap_ratio_ci(va, vb, a_counts=ca, b_counts=cb)
 
 
 # --------------------------------------------------------------------------- whole runs
@@ -282,8 +336,9 @@ def _level_table(row: dict, labels: Sequence[str]) -> list[str]:
         m = row["metrics"][key]
         if m["a"] is None and m["b"] is None:
             continue
+        noise = f"  {m['noise']}" if m.get("noise") else ""
         lines.append(f"    {label:<22}{_number(m['a']):>14}{_number(m['b']):>14}"
-                     f"{_ratio_text(m['ratio']):>14}")
+                     f"{_ratio_text(m['ratio']):>14}{noise}")
     return lines
 
 
@@ -307,7 +362,8 @@ def format_comparison(result: dict) -> str:
         lines.append("")
     if result["single_stream"] or result["levels"] or result["fixed_length"]:
         lines.append(f"Throughput and latency ({labels[1]} / {labels[0]}; "
-                     f"above 1× is faster for tok/s, slower for latencies):")
+                     f"above 1× is faster for tok/s, slower for latencies; \"within noise\": "
+                     "the 95% bootstrap interval of the ratio contains 1×):")
     if result["single_stream"]:
         lines += _level_table({**result["single_stream"], "label": "single stream"}, labels)
     fixed = result["fixed_length"]

@@ -291,6 +291,14 @@ class _Level:
         return {tg.create_task(worker(i)) for i in range(load.concurrency)}
 
     async def open_loop(self, load: ArrivalRate, t0: int, tg: TaskGroup) -> set[asyncio.Task]:
+        """Send request *i* at ``t0 + offset_i``; never block the event loop.
+
+        When the schedule is behind (the rate exceeds what the client can send), due requests
+        are sent at once, but the loop still yields after each one: the stop timer, Ctrl-C and
+        finishing requests must get their turn. The in-flight cap counts requests handed to the
+        event loop (tasks not yet done), not requests on the wire: a request that has not
+        started yet is in flight too, so a backlog can never grow past the cap.
+        """
         tasks: set[asyncio.Task] = set()
         stop_wait = asyncio.ensure_future(self._stop_event.wait())
         try:
@@ -301,9 +309,11 @@ class _Level:
                 delay = due - time.perf_counter_ns()
                 if delay > 0:
                     await asyncio.wait((stop_wait,), timeout=delay / 1e9)
-                    if self.stopping:
-                        break
-                if load.max_in_flight is not None and self.in_flight >= load.max_in_flight:
+                else:
+                    await asyncio.sleep(0)  # behind schedule: still let the loop run
+                if self.stopping:
+                    break
+                if load.max_in_flight is not None and len(tasks) >= load.max_in_flight:
                     self.metrics.add_dropped()
                     self.issued += 1
                     continue

@@ -36,3 +36,9 @@ class AuthError(TargetError):
 
 class AwsError(LoadgenError):
     """An AWS control-plane call failed; the message is the mapped one-liner."""
+
+
+class RunStopped(LoadgenError):
+    """The run was stopped (Ctrl-C, SIGTERM, ``RunControl.stop``) before any load was sent."""
+
+    exit_code = 130

@@ -55,8 +55,12 @@ class ArrivalRate:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.rate > 0:
-            raise ConfigError(f"rate must be > 0 requests/s (got {self.rate})")
+        if not 0 < self.rate < math.inf:
+            # "inf" would put every request at the level's start: not an arrival rate. A burst
+            # of N requests at once is a closed loop: --concurrency N --requests N.
+            raise ConfigError(f"--rate must be a finite number of requests/s > 0 (got "
+                              f"{self.rate:g}); for N requests at once use --concurrency N "
+                              "--requests N")
         if self.arrival not in ARRIVALS:
             raise ConfigError(f"arrival must be one of {', '.join(ARRIVALS)} (got {self.arrival!r})")
         if self.max_in_flight is not None and self.max_in_flight < 1:

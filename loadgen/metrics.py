@@ -56,6 +56,7 @@ ALL_METRICS = LATENCY_METRICS + RATE_METRICS
 # Scale from the histogram's integer unit to the reported unit.
 UNIT_SCALE = {**{m: 1e-3 for m in LATENCY_METRICS}, "decode_tokens_per_s": 1e-3}
 PERCENTILES = (50, 90, 99)
+ERROR_MESSAGES_KEPT = 3  # distinct messages kept per error type
 
 
 def new_histogram(metric: str) -> HdrHistogram:
@@ -122,6 +123,8 @@ class LevelMetrics:
         self._totals = dict.fromkeys(ALL_METRICS, 0)  # exact sums, for exact means
         self._counts = Counts()
         self.errors: Counter[str] = Counter()
+        # The first few distinct messages per error type: what the server actually said.
+        self.error_messages: dict[str, list[str]] = {}
         self._highest = {m: h.highest_trackable_value for m, h in self._hists.items()}
         self._values: dict[str, list[int]] = {m: [] for m in ALL_METRICS}  # not yet folded
         self._chunk_times: list[list[int]] = []  # content_ns of requests not yet folded
@@ -166,6 +169,7 @@ class LevelMetrics:
         if rec.error_type is not None:
             c.failed += 1
             self.errors[rec.error_type] += 1
+            self._keep_message(rec.error_type, rec.error_message)
             return
         c.completed += 1
         self._queue_latencies(rec)
@@ -182,6 +186,11 @@ class LevelMetrics:
         if rec.cached_tokens is not None:
             c.cached_tokens += rec.cached_tokens
             c.cached_token_requests += 1
+
+    def _keep_message(self, error_type: str, message: str | None) -> None:
+        kept = self.error_messages.setdefault(error_type, [])
+        if message and len(kept) < ERROR_MESSAGES_KEPT and message not in kept:
+            kept.append(message)
 
     def add_dropped(self, count: int = 1) -> None:
         self._counts.dropped += count

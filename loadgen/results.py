@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import orjson
 from . import __version__
 from .atomic import write_atomic
 from .engine import LevelResult
+from .errors import LoadgenError
 from .metrics import ALL_METRICS, LevelMetrics
 
 
@@ -40,7 +42,8 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     out: dict[str, Any] = {
         "load": level.load.describe(),
         "requests": {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
-                     "dropped": c.dropped, "errors": dict(sorted(m.errors.items()))},
+                     "dropped": c.dropped, "errors": dict(sorted(m.errors.items())),
+                     "error_messages": {k: list(v) for k, v in sorted(m.error_messages.items())}},
         "duration_s": _round(window, 6),
         "output_tokens": c.output_tokens,
         "input_tokens": c.input_tokens,
@@ -97,6 +100,9 @@ class RunResult:
     simulated: bool = False
     server: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Where :meth:`save` last wrote the file, and why that is not the asked-for path (if not).
+    path: Path | None = None
+    write_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"loadgen_version": __version__, "target": self.target,
@@ -106,6 +112,32 @@ class RunResult:
 
     def write(self, path: str | os.PathLike) -> Path:
         return write_json(path, self.to_dict())
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the results file to ``path``; if that fails, to a fallback file instead.
+
+        A failed write must not lose a run: the results then go to the working directory
+        (else the temp directory), :attr:`write_error` says why, and later saves of this run
+        keep going to the fallback file. Returns (and sets :attr:`path` to) where it wrote.
+        """
+        if self.write_error is None:
+            try:
+                self.path = self.write(path)
+                return self.path
+            except OSError as exc:
+                self.write_error = f"cannot write {path} ({exc.strerror or exc})"
+                self.path = None
+        if self.path is not None:
+            return self.write(self.path)
+        name = f"loadgen-results-{_dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.json"
+        for directory in (Path.cwd(), Path(tempfile.gettempdir())):
+            try:
+                self.path = self.write(directory / name)
+                return self.path
+            except OSError:
+                continue
+        raise LoadgenError(f"{self.write_error}, nor in {Path.cwd()} or "
+                           f"{tempfile.gettempdir()}: results lost")
 
 
 def now_iso() -> str:
@@ -122,8 +154,23 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-TABLE_COLUMNS = ("load", "ok/fail", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "ITL p50",
-                 "ITL p99", "decode tok/s")
+TABLE_COLUMNS = ("load", "ok/fail", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms",
+                 "ITL p50 ms", "ITL p99 ms", "decode tok/s p50", "errors")
+
+
+def error_kinds(errors: dict[str, int]) -> str:
+    """``http_500×3 timeout×1``, most frequent first; ``-`` when there were none."""
+    ranked = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))
+    return " ".join(f"{kind}×{count}" for kind, count in ranked) or "-"
+
+
+def load_label(load: dict[str, Any]) -> str:
+    if load["mode"] == "trace":
+        return f"trace x{load['speedup']:g}"
+    return (f"c={load['concurrency']}" if load["mode"] == "concurrency"
+            else f"{load['arrival']} {load['rate']:g}/s")
+
+
 # With SLOs: goodput (req/s of requests meeting every per-request SLO) and whether the
 # level met its percentile SLOs.
 GOODPUT_COLUMNS = ("good req/s", "good %", "pctl SLOs")
@@ -142,27 +189,21 @@ def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     with_slos = any(lv.get("goodput") for lv in levels)
     rows = []
     for lv in levels:
-        load = lv["load"]
-        if load["mode"] == "trace":
-            label = f"trace x{load['speedup']:g}"
-        elif load["mode"] == "concurrency":
-            label = f"c={load['concurrency']}"
-        else:
-            label = f"{load['arrival']} {load['rate']:g}/s"
         req = lv["requests"]
         ok = f"{req['completed']}/{req['failed']}"
         if req["incomplete"] or req["dropped"]:
             ok += f" (+{req['incomplete']} inc, {req['dropped']} drop)"
-        rows.append((label, ok, _fmt(lv["output_tokens_per_s"]), _fmt(lv["requests_per_s"], 2),
+        rows.append((load_label(lv["load"]), ok, _fmt(lv["output_tokens_per_s"]),
+                     _fmt(lv["requests_per_s"], 2),
                      _fmt(lv["ttft_ms"]["p50"]), _fmt(lv["ttft_ms"]["p99"]),
                      _fmt(lv["itl_ms"]["p50"], 2), _fmt(lv["itl_ms"]["p99"], 2),
-                     _fmt(lv["decode_tokens_per_s"]["p50"]))
+                     _fmt(lv["decode_tokens_per_s"]["p50"]), error_kinds(req["errors"]))
                     + (_goodput_cells(lv.get("goodput")) if with_slos else ()))
     return rows
 
 
 def format_table(levels: list[dict[str, Any]]) -> str:
-    """Plain-text table, one row per level (latencies in ms)."""
+    """Plain-text table, one row per level; the header names each column's statistic and unit."""
     header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
     rows = [header, *table_rows(levels)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

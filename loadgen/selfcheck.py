@@ -33,6 +33,15 @@ class ClientReport:
                 "saturated": self.saturated, "warning": self.warning}
 
 
+def _on_uvloop() -> bool:
+    """Is this code running on uvloop (``loadgen[fast]``)? Then don't suggest installing it."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return type(loop).__module__.startswith("uvloop")
+
+
 class ClientMonitor:
     def __init__(self, interval_s: float = 0.01) -> None:
         self.interval_ns = int(interval_s * 1e9)
@@ -64,6 +73,9 @@ class ClientMonitor:
             reasons.append(f"requests left the client late by p99 {send_lag_p99_ms:.1f} ms")
         warning = None
         if reasons:
+            advice = "lower the load per process"
+            if not _on_uvloop():
+                advice += " or install loadgen[fast] (uvloop)"
             warning = ("client saturated (" + ", ".join(reasons) + "): timings may include "
-                       "client delay; lower the load per process or install loadgen[fast]")
+                       f"client delay; {advice}")
         return ClientReport(cpu, lag, bool(reasons), warning)

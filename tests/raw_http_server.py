@@ -46,7 +46,8 @@ def sse_head(framing: str) -> bytes:
 class RawServer:
     """``with RawServer() as server: server.script(...); url = server.url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context=None) -> None:
+        self._ssl = ssl_context
         self._scripts: list[Script] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -61,10 +62,10 @@ class RawServer:
     def __enter__(self) -> RawServer:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop)
+            asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._ssl), self._loop)
         self._server = future.result(10)
         port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if self._ssl else 'http'}://127.0.0.1:{port}"
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -136,7 +136,11 @@ def test_ctrl_c_writes_partial_results(start_sim, tmp_path):
          "--requests", "100", "--output-tokens", "40", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    time.sleep(3.0)
+    for line in proc.stdout:  # the target header: the load starts now
+        if "model=" in line:
+            break
+    while start_sim.threads[0].simulator.statistics()["requests_received"] < 2:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr

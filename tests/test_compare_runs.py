@@ -103,7 +103,10 @@ def test_bootstrap_interval_is_reproducible_and_sensible():
     assert 0.50 < ci["low"] and ci["high"] < 0.53
     assert ci["method"] == "percentile bootstrap" and (ci["n_a"], ci["n_b"]) == (5, 5)
     assert bootstrap_ratio_ci(a, b, seed=1) != ci
-    assert bootstrap_ratio_ci([1.0], b) is None
+    assert bootstrap_ratio_ci([], b) is None
+    # Fewer than 5 on a side: no interval from resampling a handful of values.
+    small = bootstrap_ratio_ci(a[:4], b)
+    assert small["method"] == "n too small" and small["low"] is None and small["n_a"] == 4
     # Same numbers on both sides: the interval holds 1.
     same = bootstrap_ratio_ci(a, a)
     assert same["low"] <= 1.0 <= same["high"]
@@ -133,6 +136,20 @@ def test_compare_runs_text(tmp_path):
     assert "1,077.25" in text and "1.74×" in text
     assert result["single_stream"]["metrics"]["decode_tokens_per_s"]["ratio"] == \
         pytest.approx(2.05, abs=0.02)
+
+
+def test_compare_marks_decode_differences_against_noise():
+    """Per level, decode tok/s B/A gets a bootstrap interval from the per-request rates."""
+    bf16, qat, bf16_again = l4_study()
+    faster = compare_runs(bf16, qat, ("bf16", "qat"))
+    for row in faster["levels"]:
+        decode = row["metrics"]["decode_tokens_per_s"]
+        assert decode["ci"]["low"] > 1 and decode["noise"] == "beyond noise"
+    repeat = compare_runs(bf16, bf16_again, ("bf16", "bf16 again"))
+    assert {row["metrics"]["decode_tokens_per_s"]["noise"] for row in repeat["levels"]} == {
+        "within noise"}
+    text = format_comparison(repeat)
+    assert text.count("within noise") >= len(repeat["levels"])
 
 
 def test_compare_command(tmp_path):

@@ -30,7 +30,7 @@ def test_closed_loop_sweep_counts_levels_and_tokens(sim_url):
     assert [lv["load"]["concurrency"] for lv in result["levels"]] == [1, 4]
     for lv in result["levels"]:
         assert lv["requests"] == {"completed": 8, "failed": 0, "incomplete": 0, "dropped": 0,
-                                  "errors": {}}
+                                  "errors": {}, "error_messages": {}}
         assert lv["output_tokens"] == 8 * 8  # ignore_eos: exactly max_tokens each
         assert lv["ttft_ms"]["count"] == 8 and lv["itl_ms"]["count"] == 8 * 7
         assert lv["output_tokens_per_s"] > 0 and lv["tokens_estimated_requests"] == 0
@@ -122,7 +122,7 @@ def test_run_control_stop_marks_partial(start_sim):
 
     result = asyncio.run(main())
     assert result.partial and len(result.levels) == 1
-    assert result.levels[0].metrics.counts.incomplete == 2
+    assert result.levels[0].requests.incomplete == 2
 
 
 def test_failures_are_counted_by_type_not_raised(start_sim):
@@ -134,6 +134,10 @@ def test_failures_are_counted_by_type_not_raised(start_sim):
     assert req["errors"].get("http_500", 0) > 0 and req["errors"].get("http_429", 0) > 0
     assert set(req["errors"]) <= {"http_500", "http_429", "disconnected", "truncated_stream"}
     assert len(set(req["errors"])) >= 3  # mid-stream disconnects show up too
+    # What the server said is kept: a few distinct messages per error type.
+    assert set(req["error_messages"]) == set(req["errors"])
+    for kind, messages in req["error_messages"].items():
+        assert 1 <= len(messages) <= 3 and len(set(messages)) == len(messages), kind
 
 
 def test_open_loop_in_flight_cap_counts_dropped(start_sim):
@@ -163,7 +167,7 @@ def test_api_key_required_is_an_auth_error_and_never_written(start_sim, monkeypa
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-123")
     out = tmp_path / "r.json"
     result = sweep(url, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=2), out=out)
-    assert result.levels[0].metrics.counts.completed == 2
+    assert result.levels[0].requests.completed == 2
     assert "sk-test-secret-123" not in out.read_text()
 
 
@@ -221,7 +225,7 @@ def test_closed_loop_builds_the_next_request_before_the_current_one_ends(sim_url
     result = sweep(target, [loadgen.ConstantConcurrency(1)], loadgen.StopRule(requests=4),
                    keep_records=True, server_metrics_interval_s=None)
     records = result.levels[0].records
-    assert [r.ok for r in records] == [True] * 4 and result.levels[0].metrics.counts.completed == 4
+    assert [r.ok for r in records] == [True] * 4 and result.levels[0].requests.completed == 4
     order = target.events
     for done, following in zip(records, records[1:]):
         # The following request was built after this one was written, before it ended.

@@ -175,3 +175,63 @@ def test_a_reused_connection_closed_under_a_request_is_retried_not_failed():
             records = asyncio.run(asyncio.wait_for(_send_each(server.url, transport, 2), 20))
             assert [r.error_type for r in records] == [None, None], transport
             assert server.posts == 3
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, written as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(
+                ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file)
+
+
+def test_https_goes_through_asyncios_tls_and_verifies_the_certificate(tmp_path):
+    import json
+    import os
+    import ssl
+    import subprocess
+    import sys
+
+    cert_file, key_file = _self_signed(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert_file, key_file)
+    body = sse_body(["x", "y"], b"\n", "done")
+    out = tmp_path / "r.json"
+    with RawServer(server_context) as server:
+        assert server.url.startswith("https://")
+        server.script(Script((sse_head("chunked"), chunked([body]))))
+        # Trusted through the standard OpenSSL variable (read when the process starts): the
+        # client verifies the certificate, it never skips verification.
+        done = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--target", server.url,
+                               "--requests", "1", "--server-metrics-interval", "0",
+                               "--out", str(out)], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "SSL_CERT_FILE": cert_file})
+        assert done.returncode == 0, done.stderr
+        level = json.loads(out.read_text())["levels"][0]
+        assert level["requests"]["completed"] == 1 and level["output_tokens"] == 2
+        # Without the certificate trusted, the same target is refused in one line.
+        refused = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--target",
+                                  server.url, "--requests", "1"], capture_output=True, text=True,
+                                 timeout=60, env={**os.environ, "SSL_CERT_FILE": ""})
+        assert refused.returncode == 2 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr

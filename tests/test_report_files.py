@@ -28,10 +28,21 @@ def study_dir(tmp_path_factory):
     return directory, output
 
 
+PLOT_KEYS = ("decode", "throughput", "cost", "latency_ttft_ms", "latency_itl_ms",
+             "latency_e2e_ms", "latency_throughput")
+
+
 def test_all_formats_are_written(study_dir):
     directory, output = study_dir
-    assert {p.name for paths in output.files.values() for p in paths} == {
+    written = [p.relative_to(directory).as_posix() for paths in output.files.values()
+               for p in paths]
+    assert {w for w in written if "/" not in w} == {
         "summary.json", "report.md", "report.html", "report.csv", "fidelity.csv"}
+    # Every plot also as a file beside the report, to attach to a pull request.
+    plots = {w for w in written if w.startswith("plots/")}
+    assert plots == {f"plots/{key}.{ext}" for key in PLOT_KEYS for ext in ("png", "svg")}
+    assert (directory / "plots" / "cost.png").read_bytes().startswith(b"\x89PNG")
+    assert "<svg" in (directory / "plots" / "latency_itl_ms.svg").read_text()[:500]
     summary = json.loads((directory / "summary.json").read_text())
     assert summary == json.loads(json.dumps(output.summary))
     assert [p["file"] for p in summary["phases"]] == [
@@ -40,13 +51,17 @@ def test_all_formats_are_written(study_dir):
 
 def test_markdown_has_the_studys_numbers_and_the_simulated_label(study_dir):
     text = (study_dir[0] / "report.md").read_text()
-    assert text.startswith("# loadgen report: benchmark (SIMULATED)")
+    # No scenario name: the title names what was compared.
+    assert text.startswith("# loadgen report: google/gemma-4-E2B-it vs "
+                           "google/gemma-4-E2B-it-qat-w4a16-ct (SIMULATED)")
     assert "> **SIMULATED: these numbers come from loadgen's built-in simulator" in text
     for needle in ("$6.86 → $3.67", "$0.51 → $0.29", "| concurrency 16 | qat | 40/0 | 1,077.25",
                    "bf16 #1 37/40, qat 37/40; 35/40 responses identical",
                    "A-B-A drift: within tolerance", "| model weights (GiB) | 9.75 | 8.01 | 9.75 |",
                    "| KV-cache capacity (tokens) | 723,484 | 867,999 | 723,484 |",
-                   "| price\\_per\\_hour | 1.1267 |"):
+                   "| price\\_per\\_hour | 1.1267 |",
+                   "Measured: bf16 #1: google/gemma-4-E2B-it at sagemaker ",
+                   "qat: google/gemma-4-E2B-it-qat-w4a16-ct at sagemaker", "Price: $1.1267/h."):
         assert needle in text, needle
     assert len(re.findall(r"^- .*\(expected \d+\): ", text, re.M)) == 5
 
@@ -56,10 +71,12 @@ def test_html_is_self_contained_and_labelled(study_dir):
     assert 'id="simulated-banner"' in page and "SIMULATED DATA" in page
     keys = re.findall(r'<figure data-plot="([^"]+)"><img alt="[^"]*" '
                       r'src="data:image/png;base64,', page)
-    assert keys == ["decode", "throughput", "cost", "latency_ttft_ms", "latency_itl_ms",
-                    "latency_e2e_ms"]
-    # Nothing is fetched from anywhere: no external src/href, no script.
-    assert not re.search(r'(?:src|href)="(?!data:)', page)
+    assert keys == list(PLOT_KEYS)
+    # Nothing is fetched from anywhere: no external src/href (only links within the page).
+    assert not re.search(r'(?:src|href)="(?!data:|#)', page)
+    # A table of contents whose every link has its section.
+    targets = re.findall(r'<a href="#([^"]+)">', page)
+    assert len(targets) >= 8 and all(f'<section id="{t}">' in page for t in targets)
     assert "<script" not in page
 
 
@@ -132,7 +149,7 @@ def test_report_command_errors(tmp_path, setup, message):
     assert out.exit_code == 2 and message in out.output
     assert len(out.output.strip().splitlines()) == 1
     missing = CliRunner().invoke(report_command, [str(tmp_path / "nope")])
-    assert missing.exit_code == 2 and "not a directory" in missing.output
+    assert missing.exit_code == 2 and "no such file or directory" in missing.output
 
 
 def test_report_command_rejects_a_bad_price(tmp_path):
@@ -178,3 +195,24 @@ def test_non_streaming_phases_are_called_out(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "NON-STREAMING: qat" in text and "NON-STREAMING: bf16" not in text and "TTFT equals the end-to-end latency" in text
     assert out.summary["phases"][1]["target"]["stream"] is False
+
+
+def test_report_on_a_plain_sweep_results_file(sim_url, tmp_path):
+    """`loadgen report FILE.json` on what `loadgen sweep --out` wrote: no study sections."""
+    from loadgen.cli import cli
+
+    results = tmp_path / "sweep.json"
+    run = CliRunner().invoke(cli, ["sweep", "--target", sim_url, "--concurrency", "1,2",
+                                   "--requests", "3", "--output-tokens", "4", "--out",
+                                   str(results), "--quiet"])
+    assert run.exit_code == 0, run.output
+    out = CliRunner().invoke(cli, ["report", str(results), "--format", "md,json,csv"])
+    assert out.exit_code == 0, out.output
+    directory = tmp_path / "sweep-report"
+    assert {p.name for p in directory.iterdir()} == {"report.md", "summary.json", "report.csv"}
+    markdown = (directory / "report.md").read_text()
+    assert "## Throughput and cost per level" in markdown and "## Latency percentiles" in markdown
+    assert "drift" not in markdown.lower() and "## Comparison" not in markdown
+    assert "## Fidelity" not in markdown and "## Single-stream" not in markdown
+    assert "loadgen-sim, concurrency 2:" in markdown  # the levels are the headline
+    assert sim_url in markdown  # the phases table names the target

@@ -54,9 +54,13 @@ def test_b_over_a_ratios_and_confidence_interval(study):
     assert decode["ratio"] == pytest.approx(2.05, abs=0.02)
     assert decode["ci"]["low"] < decode["ratio"] < decode["ci"]["high"]
     assert decode["ci"]["n_a"] == 5  # one sample per single-stream request (histogram)
+    assert decode["noise"] == "beyond noise"  # 2× with an interval far from 1×
     fixed = comparison["fixed_length"]
     assert fixed["ratio"] == pytest.approx(5.4633 / 10.5767, abs=1e-3)
-    assert fixed["ci"]["n_a"] == 3
+    # Three repeats: no bootstrap interval from so few, and the report says so.
+    assert fixed["ci"]["n_a"] == 3 and fixed["ci"]["low"] is None
+    assert fixed["noise"] is None
+    assert "n too small (n=3/3)" in render_markdown(_summary(study))
     at16 = comparison["levels"][2]["metrics"]
     assert at16["output_tokens_per_s"]["ratio"] == pytest.approx(1077.25 / 619.1)
     assert round(at16["cost_per_million_output_tokens"]["b"], 2) == 0.29
@@ -167,7 +171,8 @@ def test_a_failed_phase_is_reported_with_what_it_measured(study):
     assert [row["label"] for row in summary["comparison"]["levels"]] == ["concurrency 1"]
     text = render_markdown(summary)
     assert "- qat: endpoint went to Failed: out of memory" in text
-    assert "| qat | google/gemma-4-E2B-it-qat-w4a16-ct | sagemaker |" in text
+    assert ("| qat | google/gemma-4-E2B-it-qat-w4a16-ct | sagemaker "
+            "https://runtime.sagemaker.us-east-2.amazonaws.com |") in text
 
 
 def test_roles_follow_the_checkpoint_when_labels_are_unique(study):
@@ -187,3 +192,30 @@ def test_roles_follow_the_checkpoint_when_labels_are_unique(study):
     phases[0]["simulated"] = True
     simulated = render_markdown(_summary(phases, run_info={"simulation_note": note}))
     assert f"> **{note}**" in simulated
+
+
+def test_level_differences_are_marked_against_the_a_b_a_repeat(study):
+    """A B/A difference no larger than how far the repeated baseline moved is noise."""
+    phases = copy.deepcopy(study)
+    summary = _summary(phases)
+    moved = {m["metric"]: m["relative_difference"] for m in summary["drift"]["metrics"]}
+    for row in summary["comparison"]["levels"]:
+        tps = row["metrics"]["output_tokens_per_s"]
+        noise = moved[row["label"].replace(" ", "_") + ".output_tokens_per_s"]
+        expected = "within noise" if abs(tps["ratio"] - 1) <= noise else "beyond noise"
+        assert tps["noise"] == expected
+    # Make qat's throughput at concurrency 1 equal to the baseline's: now it is noise.
+    qat = phases[1]
+    qat["measurements"]["sweep"][0]["output_tokens_per_s"] = \
+        phases[0]["measurements"]["sweep"][0]["output_tokens_per_s"]
+    row = _summary(phases)["comparison"]["levels"][0]
+    assert row["metrics"]["output_tokens_per_s"]["noise"] == "within noise"
+
+
+def test_p99_from_fewer_than_100_samples_is_flagged(study):
+    text = render_markdown(_summary(study))
+    latency = text[text.index("## Latency percentiles"):]
+    first_row = next(line for line in latency.splitlines() if line.startswith("| concurrency 1"))
+    cells = [c.strip() for c in first_row.strip("|").split("|")]
+    assert cells[4].endswith("†") and not cells[2].endswith("†")  # TTFT p99 vs p50
+    assert "† fewer than 100 samples" in latency

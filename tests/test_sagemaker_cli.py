@@ -73,11 +73,13 @@ def test_sweep_counts_errors_by_type(tmp_path):
         done = sweep(["--target", "sagemaker://stream-model-error-late", "--endpoint-url",
                       server.url, "--payload-format", "openai"], tmp_path / "r.json",
                      aws_env(tmp_path))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # every request failed: not a success
+    assert "Error: all 16 requests failed (ModelStreamError×16)" in done.stderr
     levels = json.loads((tmp_path / "r.json").read_text())["levels"]
     for level in levels:
         assert level["requests"]["failed"] == 8
         assert level["requests"]["errors"] == {"ModelStreamError": 8}
+        assert level["requests"]["error_messages"]["ModelStreamError"]
 
 
 def test_sweep_fails_fast_with_one_line(tmp_path):

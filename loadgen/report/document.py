@@ -79,6 +79,8 @@ def percent(value: float | None) -> str:
 def interval(ci: dict | None) -> str:
     if not ci:
         return "–"
+    if ci.get("low") is None:
+        return f"n too small (n={ci['n_a']}/{ci['n_b']})"
     return f"{ci['low']:.2f}–{ci['high']:.2f}× ({ci['confidence'] * 100:.0f}%, n={ci['n_a']}/{ci['n_b']})"
 
 
@@ -97,13 +99,29 @@ def _stat(level: dict, metric: str, key: str) -> Any:
     return (level.get(metric) or {}).get(key)
 
 
+P99_MIN_SAMPLES = 100  # below this, a p99 is (nearly) the maximum
+FEW_SAMPLES_MARK = "†"
+
+
+def _percentile(level: dict, metric: str, key: str) -> str:
+    """A percentile cell; a p99 from fewer than 100 samples is flagged."""
+    text = num(_stat(level, metric, key), 1)
+    count = _stat(level, metric, "count") or 0
+    if key == "p99" and _stat(level, metric, key) is not None and count < P99_MIN_SAMPLES:
+        text += FEW_SAMPLES_MARK
+    return text
+
+
 # --------------------------------------------------------------------------- sections
 
 
 def build_document(summary: dict) -> tuple[str, list[Section]]:
     """The report title and its sections, in reading order."""
     run = summary["run"]
-    title = f"loadgen report: {run.get('scenario') or run.get('name') or 'benchmark'}"
+    served = list(dict.fromkeys(str(p["checkpoint"]) for p in summary["phases"]
+                                if p["checkpoint"]))
+    name = run.get("scenario") or run.get("name") or " vs ".join(served) or "benchmark"
+    title = f"loadgen report: {name}"
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
@@ -129,8 +147,23 @@ def _overview(summary: dict) -> Section:
     if summary["run"].get("partial"):
         section.blocks.append(Paragraph("PARTIAL: at least one phase was interrupted; its "
                                         "numbers cover only what was measured.", warning=True))
+    section.blocks.append(Paragraph(_what_was_measured(summary)))
     section.blocks.append(Bullets(tuple(_headlines(summary))))
     return section
+
+
+def _what_was_measured(summary: dict) -> str:
+    """Names first: which model/checkpoint each phase served, where, on what, at what price."""
+    phases = "; ".join(f"{p['name']}: {num(p['checkpoint'])} at {_target_name(p['target'])}"
+                       for p in summary["phases"])
+    run = summary["run"]
+    instance = run.get("instance_type") or next(
+        (v for row in summary["deployment"] if row["key"] == "instance_type"
+         for v in row["values"] if v), None)
+    where = f" Instance: {instance}." if instance else ""
+    price = run.get("price_per_hour")
+    cost = f" Price: ${price}/h." if price else ""
+    return f"Measured: {phases}.{where}{cost}"
 
 
 def _headlines(summary: dict) -> list[str]:
@@ -140,7 +173,7 @@ def _headlines(summary: dict) -> list[str]:
         a, b = comparison["baseline"], comparison["candidate"]
         single = comparison["single_stream_decode"]
         if single:
-            ci = f", 95% CI {interval(single['ci'])}" if single["ci"] else ""
+            ci = f", confidence interval {interval(single['ci'])}" if single["ci"] else ""
             lines.append(f"Single-stream decode: {a} {num(single['a'], 1)} tok/s → {b} "
                          f"{num(single['b'], 1)} tok/s ({times(single['ratio'])}{ci})")
         costs = [f"{row['label']}: {money(m['a'])} → {money(m['b'])}"
@@ -156,12 +189,30 @@ def _headlines(summary: dict) -> list[str]:
     drift = summary["drift"]
     worst = f" (largest difference {percent(drift['worst'])}, tolerance " \
             f"{percent(drift['tolerance'])})" if drift.get("worst") is not None else ""
-    lines.append(f"A-B-A drift: {drift['verdict']}{worst}")
+    if _is_study(summary):
+        lines.append(f"A-B-A drift: {drift['verdict']}{worst}")
+        return lines
+    for p in summary["phases"]:  # a single run: its levels are the headline
+        for level in p["levels"]:
+            lines.append(f"{p['name']}, {level['label']}: {num(level['output_tokens_per_s'], 1)} "
+                         f"output tok/s, TTFT p50 {num(_stat(level, 'ttft_ms', 'p50'), 1)} ms")
     return lines
 
 
+def _is_study(summary: dict) -> bool:
+    """A comparison study (baseline and candidate, maybe a repeat), not a single run: only
+    then do comparison and A-B-A drift sections apply."""
+    return summary["roles"]["candidate"] is not None or summary["roles"]["baseline_repeat"] is not None
+
+
+def _target_name(target: dict) -> str:
+    """What was measured: the kind of target and its SageMaker endpoint or URL."""
+    parts = (target.get("kind"), target.get("endpoint") or target.get("url"))
+    return " ".join(str(part) for part in parts if part) or "–"
+
+
 def _phases(summary: dict) -> Section:
-    rows = tuple((p["name"], num(p["checkpoint"]), num(p["target"].get("kind")),
+    rows = tuple((p["name"], num(p["checkpoint"]), _target_name(p["target"]),
                   num(p["started_at"]), num(p["finished_at"]),
                   "SIMULATED" if p["simulated"] else "real", p["status"])
                  for p in summary["phases"])
@@ -218,13 +269,18 @@ def _latency(summary: dict) -> Section:
     picks = (("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99"), ("itl_ms", "p50"),
              ("itl_ms", "p90"), ("itl_ms", "p99"), ("tpot_ms", "p50"), ("e2e_ms", "p50"),
              ("e2e_ms", "p99"))
-    columns = tuple((lambda lv, m=m, k=k: num(_stat(lv, m, k), 1)) for m, k in picks)
+    columns = tuple((lambda lv, m=m, k=k: _percentile(lv, m, k)) for m, k in picks)
     rows = _level_rows(summary, columns)
     headers = ("level", "phase", *(f"{m.split('_')[0].upper()} {k} ms" for m, k in picks))
-    blocks = [Table(headers, rows),
+    flagged = any(cell.endswith(FEW_SAMPLES_MARK) for row in rows for cell in row)
+    note = [Paragraph(f"{FEW_SAMPLES_MARK} fewer than {P99_MIN_SAMPLES} samples: such a p99 is "
+                      "close to the largest value seen, not a stable percentile.")] if flagged else []
+    blocks = [Table(headers, rows), *note,
               Figure("latency_ttft_ms", "TTFT percentile distribution"),
               Figure("latency_itl_ms", "Inter-token latency percentile distribution"),
-              Figure("latency_e2e_ms", "End-to-end latency percentile distribution")]
+              Figure("latency_e2e_ms", "End-to-end latency percentile distribution"),
+              Figure("latency_throughput", "TTFT against output tokens/s per level: where "
+                                           "latency starts to climb (the knee)")]
     return Section("Latency percentiles", blocks if rows else [])
 
 
@@ -260,11 +316,13 @@ def _comparison(summary: dict) -> Section:
     single = comparison["single_stream_decode"]
     if single:
         rows.append(("single stream", "decode tok/s (mean)", num(single["a"]),
-                     num(single["b"]), times(single["ratio"]), interval(single["ci"])))
+                     num(single["b"]), times(single["ratio"]), interval(single["ci"]),
+                     num(single.get("noise"))))
     fixed = comparison["fixed_length"]
     if fixed:
         rows.append(("fixed length", "generation time s (mean)", num(fixed["a_mean_s"]),
-                     num(fixed["b_mean_s"]), times(fixed["ratio"]), interval(fixed["ci"])))
+                     num(fixed["b_mean_s"]), times(fixed["ratio"]), interval(fixed["ci"]),
+                     num(fixed.get("noise"))))
     labels = {key: label for key, label, _, _ in LEVEL_METRICS}
     labels["cost_per_million_output_tokens"] = "$ per 1M output tokens"
     for row in comparison["levels"]:
@@ -273,11 +331,14 @@ def _comparison(summary: dict) -> Section:
             if m["a"] is not None or m["b"] is not None:
                 shown = money if key == "cost_per_million_output_tokens" else num
                 rows.append((row["label"], labels.get(key, key), shown(m["a"]), shown(m["b"]),
-                             times(m["ratio"]), "–"))
+                             times(m["ratio"]), interval(m.get("ci")), num(m.get("noise"))))
     note = Paragraph(f"Ratios are {b} / {a}: above 1× means {b} is higher (faster for tok/s, "
                      "slower for latencies and seconds, dearer for cost). Confidence "
-                     "intervals: percentile bootstrap over repeats, fixed seed.")
-    headers = ("level", "metric", a, b, f"{b} / {a}", "confidence interval")
+                     "intervals: percentile bootstrap over requests or repeats, fixed seed, "
+                     "none from fewer than 5 on a side (\"n too small\"). \"within noise\": "
+                     "the difference is no larger than the A-B-A repeat moved that metric, or "
+                     "the interval contains 1×.")
+    headers = ("level", "metric", a, b, f"{b} / {a}", "confidence interval", "vs noise")
     return Section(f"Comparison: {b} vs {a}", [note, Table(headers, tuple(rows))])
 
 
@@ -310,6 +371,8 @@ def _fidelity(summary: dict) -> Section:
 
 def _drift(summary: dict) -> Section:
     drift = summary["drift"]
+    if not _is_study(summary):
+        return Section("A-B-A drift check")
     first, second = drift["phases"]
     blocks: list = [Paragraph(f"Verdict: {drift['verdict']}.", warning=drift["ok"] is False)]
     if drift["metrics"]:

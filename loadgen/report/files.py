@@ -22,6 +22,7 @@ from .markdown import render_markdown
 from .summary import build_summary, ordered_phases
 
 SUMMARY_FILE = "summary.json"
+PLOTS_DIR = "plots"  # beside report.html: every plot as PNG and SVG
 REPORT_FORMATS = ("md", "html", "json", "csv")
 _RESULT_KEYS = ("levels", "measurements", "fidelity")
 
@@ -70,7 +71,8 @@ def load_results_dir(directory: Path) -> tuple[list[dict], list[str], dict | Non
     """Phase results (with their file names) and the earlier summary, if any."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ConfigError(f"{directory}: not a directory; give the --out directory of a run")
+        raise ConfigError(f"{directory}: no such file or directory; give a results file "
+                          "(run/sweep --out) or a scenario's --out directory")
     results, names = [], []
     for path in sorted(directory.glob("*.json")):
         if path.name == SUMMARY_FILE:
@@ -106,16 +108,26 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
     if "md" in formats:
         written["md"] = [write_atomic(directory / "report.md", render_markdown(summary))]
     if "html" in formats:
-        from .plots import render_plots  # matplotlib is slow to import: only when drawing
-
-        page = render_html(summary, render_plots(summary, named))
-        written["html"] = [write_atomic(directory / "report.html", page)]
+        written["html"] = _write_html(directory, summary, named)
     if "csv" in formats:
         written["csv"] = [write_atomic(directory / "report.csv", levels_csv(summary))]
         answers = fidelity_csv(summary, named)
         if answers is not None:
             written["csv"].append(write_atomic(directory / "fidelity.csv", answers))
     return ReportOutput(summary, written)
+
+
+def _write_html(directory: Path, summary: dict, named: list[tuple[str, dict]]) -> list[Path]:
+    """report.html (plots embedded) and each plot as plots/KEY.png and plots/KEY.svg."""
+    from .plots import encode, render_figures  # matplotlib is slow to import: only when drawing
+
+    figures = render_figures(summary, named)
+    pngs = {key: encode(figure, "png") for key, figure in figures.items()}
+    paths = [write_atomic(directory / "report.html", render_html(summary, pngs))]
+    for key, figure in figures.items():
+        paths.append(write_atomic(directory / PLOTS_DIR / f"{key}.png", pngs[key]))
+        paths.append(write_atomic(directory / PLOTS_DIR / f"{key}.svg", encode(figure, "svg")))
+    return paths
 
 
 def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS,
@@ -137,3 +149,17 @@ def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS
     return write_reports(directory, results, formats=formats,
                          price_per_hour=run_info.get("price_per_hour"), run_info=run_info,
                          drift_tolerance=drift_tolerance, files=names)
+
+
+def report_file(path: Path, *, formats: Sequence[str] = REPORT_FORMATS,
+                price_per_hour: float | None = None,
+                drift_tolerance: float | None = None) -> tuple[Path, ReportOutput]:
+    """``loadgen report FILE.json``: reports on one ``run``/``sweep`` results file, written
+    to ``FILE-report/`` beside it (so several runs in one directory keep their reports)."""
+    path = Path(path)
+    result = read_results(path)
+    directory = path.with_name(f"{path.stem}-report")
+    output = write_reports(directory, [result], formats=formats, price_per_hour=price_per_hour,
+                           drift_tolerance=drift_tolerance or DEFAULT_DRIFT_TOLERANCE,
+                           files=[path.name])
+    return directory, output

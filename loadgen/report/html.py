@@ -17,7 +17,12 @@ h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; margin-top: 2.2rem;
 table { border-collapse: collapse; margin: .8rem 0; font-size: .85rem; }
 th, td { border: 1px solid #d0d0d0; padding: .25rem .55rem; text-align: left; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td:nth-child(-n+2) { white-space: nowrap; }
+td:first-child, td.num { white-space: nowrap; }
+td:nth-child(2):not(:last-child) { white-space: nowrap; }
+td { overflow-wrap: break-word; } .table-wrap { overflow-x: auto; max-width: 100%; }
+#run-metadata td:last-child { overflow-wrap: anywhere; }
+nav.toc { background: #f7f7f7; border: 1px solid #e0e0e0; padding: .4rem 1rem; }
+nav.toc ol { margin: .3rem 0; padding-left: 1.2rem; columns: 2; }
 .warning { background: #fff1f0; border: 2px solid #c62828; color: #8e0000;
            padding: .6rem .9rem; font-weight: 600; }
 .banner { position: sticky; top: 0; background: #c62828; color: #fff; text-align: center;
@@ -28,8 +33,8 @@ figcaption { font-size: .85rem; color: #555; }
 """
 
 
-# Cells that hold a number ("1,077.25", "$0.29", "2.05×", "1.0%", "40/0") align right.
-_NUMERIC = re.compile(r"^[-$]?[\d,.]+(?:[×%]|/[\d,]+)?$")
+# Cells that hold a number ("1,077.25", "$0.29", "2.05×", "1.0%", "40/0", "113.9†") align right.
+_NUMERIC = re.compile(r"^[-$]?[\d,.]+(?:[×%]|/[\d,]+)?†?$")
 
 
 def _cell(text: str) -> str:
@@ -40,7 +45,8 @@ def _cell(text: str) -> str:
 def _table(table: Table) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in table.headers)
     body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in table.rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def _figure(figure: Figure, plots: dict[str, bytes]) -> str:
@@ -66,6 +72,11 @@ def _block(block: object, plots: dict[str, bytes]) -> str:
     raise TypeError(f"unknown block {block!r}")
 
 
+def _anchor(title: str) -> str:
+    """A section id from its title: ``Latency percentiles`` -> ``latency-percentiles``."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "section"
+
+
 def render_html(summary: dict, plots: dict[str, bytes] | None = None) -> str:
     """The whole page; ``plots`` maps figure keys to PNG bytes (see plots.render_plots)."""
     plots = plots or {}
@@ -77,8 +88,12 @@ def render_html(summary: dict, plots: dict[str, bytes] | None = None) -> str:
         parts.append('<div class="banner" id="simulated-banner">SIMULATED DATA — not a real '
                      "model or GPU</div>")
     parts.append(f"<h1>{escape(title)}</h1>")
-    for section in sections:
-        parts.append(f"<section><h2>{escape(section.title)}</h2>")
+    anchors = [_anchor(section.title) for section in sections]
+    parts.append('<nav class="toc" id="contents"><strong>Contents</strong><ol>' + "".join(
+        f'<li><a href="#{a}">{escape(s.title)}</a></li>' for a, s in zip(anchors, sections))
+        + "</ol></nav>")
+    for anchor, section in zip(anchors, sections):
+        parts.append(f'<section id="{anchor}"><h2>{escape(section.title)}</h2>')
         parts += [_block(block, plots) for block in section.blocks]
         parts.append("</section>")
     parts.append("</body></html>")

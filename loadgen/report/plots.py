@@ -1,4 +1,5 @@
-"""Report plots as PNG bytes, drawn with matplotlib's Agg canvas.
+"""Report plots drawn with matplotlib's Agg canvas, as PNG (embedded in report.html) and
+SVG/PNG files (``plots/`` beside the report, to attach to a pull request).
 
 Figures are built with the object API (``Figure`` + ``FigureCanvasAgg``), never
 ``pyplot``: no global state, no GUI backend, safe to call from any thread.
@@ -29,21 +30,39 @@ def _text(text: str) -> str:
 
 
 def _figure(title: str, simulated: bool) -> tuple[Figure, object]:
-    fig = Figure(figsize=(9, 4.8), dpi=100)
+    fig, axes = _panels(title, simulated, 1)
+    return fig, axes[0]
+
+
+def _panels(title: str, simulated: bool, n: int) -> tuple[Figure, list]:
+    """A figure of ``n`` small multiples (up to 3 a row, shared y axis), 900 px wide."""
+    columns = min(n, 3)
+    rows = math.ceil(n / columns)
+    fig = Figure(figsize=(9, 4.8 if rows == 1 else 3.4 * rows), dpi=100)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.set_title(_text(f"{title} — SIMULATED" if simulated else title))
-    ax.grid(True, alpha=0.3)
+    grid = fig.subplots(rows, columns, sharey=True, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    for ax in axes[:n]:
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(_text(f"{title} — SIMULATED" if simulated else title))
     if simulated:
         fig.text(0.01, 0.99, "SIMULATED DATA", color="red", ha="left", va="top",
                  fontsize=9, fontweight="bold")
-    return fig, ax
+    return fig, axes[:n]
 
 
-def _png(fig: Figure) -> bytes:
+def _finish(fig: Figure) -> Figure:
+    """Lay the figure out; :func:`encode` turns it into PNG or SVG bytes."""
     fig.tight_layout()
+    return fig
+
+
+def encode(fig: Figure, fmt: str) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
+    metadata = {"Software": None} if fmt == "png" else {"Creator": None, "Date": None}
+    fig.savefig(buffer, format=fmt, metadata=metadata)
     return buffer.getvalue()
 
 
@@ -54,7 +73,7 @@ def _color(index: int) -> str:
 # --------------------------------------------------------------------------- per level
 
 
-def throughput_plot(summary: dict) -> bytes | None:
+def throughput_plot(summary: dict) -> Figure | None:
     """Output tokens/s against load (concurrency or arrival rate), one line per phase."""
     fig, ax = _figure("Throughput by load", summary["simulated"])
     drawn = False
@@ -78,7 +97,7 @@ def throughput_plot(summary: dict) -> bytes | None:
     ax.set_ylabel("output tokens/s")
     ax.set_ylim(bottom=0)
     ax.legend()
-    return _png(fig)
+    return _finish(fig)
 
 
 def _grouped_bars(ax, groups: list[str], series: list[tuple[str, list]], fmt) -> None:
@@ -92,7 +111,7 @@ def _grouped_bars(ax, groups: list[str], series: list[tuple[str, list]], fmt) ->
     ax.set_xticks(range(len(groups)), [_text(g) for g in groups])
 
 
-def cost_plot(summary: dict) -> bytes | None:
+def cost_plot(summary: dict) -> Figure | None:
     """$ per million output tokens at every level, a bar per phase."""
     phases = summary["phases"]
     groups = list(dict.fromkeys(lv["label"] for p in phases for lv in p["levels"]))
@@ -105,10 +124,10 @@ def cost_plot(summary: dict) -> bytes | None:
     price = summary["run"].get("price_per_hour")
     ax.set_ylabel(_text(f"$ per 1M output tokens (at ${price}/h)"))
     ax.legend()
-    return _png(fig)
+    return _finish(fig)
 
 
-def decode_plot(summary: dict) -> bytes | None:
+def decode_plot(summary: dict) -> Figure | None:
     """Single-stream decode tokens/s per phase."""
     names, values = [], []
     for phase in summary["phases"]:
@@ -124,7 +143,7 @@ def decode_plot(summary: dict) -> bytes | None:
                   color=[_color(i) for i in range(len(values))])
     ax.bar_label(bars, labels=[f"{v:.1f}" for v in values], padding=2)
     ax.set_ylabel("decode tokens/s per request (mean)")
-    return _png(fig)
+    return _finish(fig)
 
 
 # --------------------------------------------------------------------------- percentiles
@@ -145,45 +164,90 @@ def percentile_curve(encoded: str, scale: float = 1e-3) -> tuple[list[float], li
     return xs, [values[p] * scale for p in percentiles]
 
 
+# The classic HDR percentile axis: x = 1 / (1 − p), ticks at these percentiles.
+HDR_TICKS = (50.0, 90.0, 99.0, 99.9, 99.99, 99.999)
+
+
 def _percentile_label(x: float, _pos: object) -> str:
-    if x <= 1:
-        return "0%"
     nines = 100 * (1 - 1 / x)
     return f"{nines:.{max(0, round(math.log10(x)) - 2)}f}%"
 
 
 def latency_plot(phases: Sequence[tuple[str, dict]], metric: str, title: str,
-                 simulated: bool) -> bytes | None:
-    """Percentile distribution of ``metric`` (µs histograms) for every phase and level."""
-    fig, ax = _figure(f"{title}: percentile distribution", simulated)
-    top = 10
-    for i, (name, result) in enumerate(phases):
-        for j, level in enumerate(sweep_levels(result)):
+                 simulated: bool) -> Figure | None:
+    """Percentile distribution of ``metric`` (µs histograms): one panel per phase (small
+    multiples on a shared y axis), one line per level, on the HDR percentile axis."""
+    curves = []
+    for name, result in phases:
+        lines = []
+        for level in sweep_levels(result):
             encoded = (level.get("histograms") or {}).get(metric)
             xs, ys = percentile_curve(encoded) if encoded else ([], [])
             if xs:
-                ax.plot(xs, ys, color=_color(i), linestyle=_LINESTYLES[j % len(_LINESTYLES)],
-                        label=_text(f"{name} · {level_label(level)}"))
-                top = max(top, xs[-1])
-    if not ax.lines:
+                lines.append((level_label(level), xs, ys))
+        if lines:
+            curves.append((name, lines))
+    if not curves:
         return None
-    ax.set_xscale("log")
-    ticks = [10**k for k in range(0, int(round(math.log10(top))) + 1)]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
-    ax.xaxis.set_minor_locator(FixedLocator([]))
-    ax.set_xlabel("percentile")
-    ax.set_ylabel("milliseconds")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, ncol=2)
-    return _png(fig)
+    fig, axes = _panels(f"{title}: percentile distribution", simulated, len(curves))
+    top = max(xs[-1] for _, lines in curves for _, xs, _ in lines)
+    ticks = [1 / (1 - p / 100) for p in HDR_TICKS if 1 / (1 - p / 100) <= max(top, 10) * 1.01]
+    for ax, (name, lines) in zip(axes, curves):
+        for j, (label, xs, ys) in enumerate(lines):
+            ax.plot(xs, ys, color=_color(j), label=_text(label))
+        ax.set_title(_text(name), fontsize=10)
+        ax.set_xscale("log")
+        ax.set_xlim(1, ticks[-1])
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
+        ax.xaxis.set_minor_locator(FixedLocator([]))
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_xlabel("percentile")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("milliseconds")  # not forced to 0: the spread is what matters
+    return _finish(fig)
 
 
-def render_plots(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[str, bytes]:
+def latency_throughput_plot(summary: dict) -> Figure | None:
+    """Where the knee is: TTFT p50 and p99 against output tok/s, one panel per phase, one
+    point per level (labelled with its load)."""
+    panels = []
+    for phase in summary["phases"]:
+        points = [(lv["output_tokens_per_s"], (lv.get("ttft_ms") or {}).get("p50"),
+                   (lv.get("ttft_ms") or {}).get("p99"), lv["label"]) for lv in phase["levels"]
+                  if lv["output_tokens_per_s"] and (lv.get("ttft_ms") or {}).get("p50")]
+        if len(points) >= 2:
+            panels.append((phase["name"], sorted(points)))
+    if not panels:
+        return None
+    fig, axes = _panels("Latency against throughput", summary["simulated"], len(panels))
+    for ax, (name, points) in zip(axes, panels):
+        xs = [x for x, _, _, _ in points]
+        ax.plot(xs, [p50 for _, p50, _, _ in points], marker="o", color=_color(0),
+                label="TTFT p50")
+        p99 = [(x, v) for x, _, v, _ in points if v is not None]
+        if p99:
+            ax.plot(*zip(*p99), marker="^", linestyle="--", color=_color(3), label="TTFT p99")
+        for x, y, _, label in points:
+            ax.annotate(_text(label.replace("concurrency ", "c=")), (x, y), fontsize=7,
+                        textcoords="offset points", xytext=(3, -10))
+        ax.set_title(_text(name), fontsize=10)
+        ax.set_xlabel("output tokens/s")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("milliseconds")
+    return _finish(fig)
+
+
+def render_figures(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[str, Figure]:
     """Every plot that has data, keyed as the report document's figures are.
     ``phases`` is ``(name, raw results)`` in study order (for the histograms)."""
     plots = {"throughput": throughput_plot(summary), "decode": decode_plot(summary),
-             "cost": cost_plot(summary)}
+             "cost": cost_plot(summary), "latency_throughput": latency_throughput_plot(summary)}
     for metric, title in LATENCY_PLOTS:
         plots[f"latency_{metric}"] = latency_plot(phases, metric, title, summary["simulated"])
-    return {key: png for key, png in plots.items() if png is not None}
+    return {key: fig for key, fig in plots.items() if fig is not None}
+
+
+def render_plots(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[str, bytes]:
+    """Every plot that has data, as PNG bytes."""
+    return {key: encode(fig, "png") for key, fig in render_figures(summary, phases).items()}

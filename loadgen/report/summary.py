@@ -21,10 +21,9 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..compare import (DEFAULT_DRIFT_TOLERANCE, bootstrap_ratio_ci, compare_fidelity,
-                       compare_levels, dig, drift_check, fidelity_of, level_label, ratio,
-                       sweep_levels)
+                       compare_levels, decode_rate_ci, dig, drift_check, fidelity_of,
+                       level_label, noise_verdict, ratio, sweep_levels)
 from ..cost import check_price, cost_per_million_tokens
-from ..metrics import decode_histogram
 
 SCHEMA = "loadgen.summary/1"
 STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",
@@ -63,16 +62,32 @@ def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None
     phases = [_phase(name, result, file, price) for name, result, file in ordered]
     simulated = any(p["simulated"] for p in phases)
     a1, b, a2 = _roles(phases)
+    comparison = _comparison(phases, ordered, a1, b) if b is not None else None
+    drift = _drift(phases, a1, a2, drift_tolerance)
+    if comparison is not None:
+        _mark_noise(comparison, drift)
     return {
         "schema": SCHEMA,
         "simulated": simulated,
         "run": _run(phases, run_info, price),
         "phases": phases,
         "roles": {"baseline": a1, "candidate": b, "baseline_repeat": a2},
-        "comparison": _comparison(phases, ordered, a1, b) if b is not None else None,
-        "drift": _drift(phases, a1, a2, drift_tolerance),
+        "comparison": comparison,
+        "drift": drift,
         "deployment": _deployment_table(phases),
     }
+
+
+def _mark_noise(comparison: dict, drift: dict) -> None:
+    """Mark each level's B/A with whether it exceeds run-to-run noise: the A-B-A drift of
+    that metric (|A₂ − A₁| / A₁) where the repeat measured it, else the bootstrap interval."""
+    moved = {m["metric"]: m["relative_difference"] for m in drift["metrics"]}
+    for row in comparison["levels"]:
+        slug = row["label"].replace(" ", "_")
+        for key, m in row["metrics"].items():
+            noise = moved.get(f"{slug}.{key}")
+            if noise is not None or "noise" not in m:
+                m["noise"] = noise_verdict(m["ratio"], ci=m.get("ci"), noise=noise)
 
 
 # --------------------------------------------------------------------------- phases
@@ -244,33 +259,19 @@ def _single_stream_ratio(raw_a: dict, raw_b: dict, a: dict, b: dict) -> dict | N
     mean_b = dig(b, ("single_stream", "decode_tokens_per_s", "mean"))
     if mean_a is None or mean_b is None:
         return None
-    samples = [_decode_samples(raw) for raw in (raw_a, raw_b)]
-    ci = None
-    if all(samples):
-        (va, ca), (vb, cb) = samples
-        ci = bootstrap_ratio_ci(va, vb, a_counts=ca, b_counts=cb)
-    return {"a": mean_a, "b": mean_b, "ratio": ratio(mean_a, mean_b), "ci": ci}
-
-
-def _decode_samples(raw: dict) -> tuple[list[float], list[int]] | None:
-    """Per-request decode rates (tok/s) and their counts from the single-stream histogram."""
-    encoded = dig(raw, ("measurements", "single_stream", "histograms", "decode_tokens_per_s"))
-    if not encoded:
-        return None
-    hist = decode_histogram(encoded)
-    values, counts = [], []
-    for item in hist.get_recorded_iterator():
-        values.append(hist.get_highest_equivalent_value(item.value_iterated_to) / 1000)
-        counts.append(item.count_at_value_iterated_to)
-    return (values, counts) if values else None
+    ci = decode_rate_ci(*(dig(raw, ("measurements", "single_stream")) for raw in (raw_a, raw_b)))
+    value = ratio(mean_a, mean_b)
+    return {"a": mean_a, "b": mean_b, "ratio": value, "ci": ci,
+            "noise": noise_verdict(value, ci=ci)}
 
 
 def _fixed_length_ratio(a: dict | None, b: dict | None) -> dict | None:
     if not a or not b or a["mean_s"] is None or b["mean_s"] is None:
         return None
     ci = bootstrap_ratio_ci(a["e2e_s"], b["e2e_s"])
-    return {"a_mean_s": a["mean_s"], "b_mean_s": b["mean_s"],
-            "ratio": ratio(a["mean_s"], b["mean_s"]), "ci": ci}
+    value = ratio(a["mean_s"], b["mean_s"])
+    return {"a_mean_s": a["mean_s"], "b_mean_s": b["mean_s"], "ratio": value, "ci": ci,
+            "noise": noise_verdict(value, ci=ci)}
 
 
 # --------------------------------------------------------------------------- drift

@@ -178,6 +178,9 @@ def _install_ctrl_c(control: RunControl) -> None:
 
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
+        # kill, timeout, Docker and Kubernetes stop with SIGTERM: tear down like a first Ctrl-C
+        # (an endpoint left running costs money).
+        loop.add_signal_handler(signal.SIGTERM, on_sigint)
     except (NotImplementedError, RuntimeError):  # not the main thread / Windows
         pass
 
