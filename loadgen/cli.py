@@ -276,6 +276,8 @@ LAZY_COMMANDS = {
                                                   "endpoints."),
     "facts": ("loadgen.cli_endpoint:facts", "Deployment facts from vLLM (load time, KV "
                                             "cache)."),
+    "mcp": ("loadgen.mcp.command:mcp_command", "Serve loadgen's tools to an MCP client "
+                                               "(assistants, agents)."),
     "mock-server": ("loadgen.simulator.cli:mock_server_command", "Serve the built-in vLLM "
                                                                  "simulator."),
     "report": ("loadgen.cli_report:report", "Reports from a results file or a scenario "

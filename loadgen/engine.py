@@ -344,6 +344,9 @@ async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> N
         snap = level.metrics.statistics()
         snap["elapsed_s"] = (time.perf_counter_ns() - t0) / 1e9
         snap["in_flight"] = level.in_flight
+        # The live histograms, for callers that show percentiles so far (loadgen mcp's
+        # run_status): reading a percentile costs milliseconds, so only on demand.
+        snap["metrics"] = level.metrics
         on_progress(snap)
 
 

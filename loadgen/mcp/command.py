@@ -1,0 +1,60 @@
+"""``loadgen mcp``: the click command. The MCP SDK is imported only when it runs, so the
+rest of the CLI works without the ``mcp`` extra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..cli_common import UserError, one_line_errors
+from ..simulator.runners import is_loopback
+from .options import DEFAULT_WORKDIR, ServerOptions, parse_http_address
+
+INSTALL_HINT = "loadgen mcp needs the MCP SDK: pip install 'loadgen[mcp]'"
+
+
+@click.command("mcp")
+@click.option("--http", "http_address", metavar="[HOST:]PORT",
+              help="Serve streamable HTTP on HOST:PORT (host default 127.0.0.1) at /mcp "
+                   "instead of stdio.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+              default=DEFAULT_WORKDIR, show_default=True,
+              help="Where runs, results and deployment records are kept.")
+@click.option("--allow-deploy", is_flag=True,
+              help="Allow tools that create or delete AWS resources (deploy_endpoint, "
+                   "delete_endpoint, scenarios that deploy).")
+@click.option("--max-concurrency", type=int, default=ServerOptions.max_concurrency,
+              show_default=True, help="Highest concurrency (and open-loop in-flight cap) a "
+                                      "run may use.")
+@click.option("--max-duration", type=float, default=ServerOptions.max_duration_s,
+              show_default=True, metavar="S",
+              help="A run is stopped after this many seconds (its results are kept).")
+@click.option("--max-active-runs", type=int, default=ServerOptions.max_active_runs,
+              show_default=True, help="Runs at once.")
+@click.option("--region", help="Default AWS region for the endpoint tools.")
+@click.option("--aws-endpoint-url", metavar="URL",
+              help="Default AWS API endpoint for the endpoint tools (e.g. a local emulator).")
+@one_line_errors
+def mcp_command(http_address: str | None, workdir: Path, allow_deploy: bool,
+                max_concurrency: int, max_duration: float, max_active_runs: int,
+                region: str | None, aws_endpoint_url: str | None) -> None:
+    """Serve loadgen's tools to an MCP client (Claude Desktop, VS Code, agents) over stdio."""
+    options = ServerOptions(workdir=workdir, allow_deploy=allow_deploy,
+                            max_concurrency=max_concurrency, max_duration_s=max_duration,
+                            max_active_runs=max_active_runs, region=region,
+                            aws_endpoint_url=aws_endpoint_url)
+    http = parse_http_address(http_address) if http_address else None
+    try:
+        from .server import serve
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "mcp":
+            raise
+        raise UserError(INSTALL_HINT) from None
+    if http is not None:
+        where = f"http://{http[0]}:{http[1]}/mcp"
+        warning = "" if is_loopback(http[0]) else (
+            " (WARNING: not a loopback address: anyone who can reach it can send load"
+            + (" and deploy endpoints" if allow_deploy else "") + ")")
+        click.echo(f"loadgen mcp: serving {where}{warning}", err=True)
+    serve(options, http)

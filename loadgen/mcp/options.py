@@ -1,0 +1,55 @@
+"""The MCP server's options: where runs live, what it may do, and the limits on load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+DEFAULT_WORKDIR = "loadgen-mcp"
+DEFAULT_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """What ``loadgen mcp`` was started with. The limits bound every call of every client."""
+
+    workdir: Path = Path(DEFAULT_WORKDIR)
+    # Tools that create or delete cloud resources (deploy, delete, scenarios that
+    # deploy) are refused unless this is set.
+    allow_deploy: bool = False
+    max_concurrency: int = 64  # caps concurrency levels and open-loop in-flight requests
+    max_duration_s: float = 3600.0  # a background run is stopped (results kept) after this
+    max_active_runs: int = 1  # runs at once: two runs on one target would skew each other
+    region: str | None = None  # AWS defaults for the endpoint tools (a call may override)
+    aws_endpoint_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ConfigError(f"--max-concurrency must be >= 1 (got {self.max_concurrency})")
+        if not self.max_duration_s > 0:
+            raise ConfigError(f"--max-duration must be > 0 seconds (got {self.max_duration_s})")
+        if self.max_active_runs < 1:
+            raise ConfigError(f"--max-active-runs must be >= 1 (got {self.max_active_runs})")
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.workdir / "runs"
+
+    @property
+    def deployments_dir(self) -> Path:
+        return self.workdir / "deployments"
+
+
+def parse_http_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` -> (host, port); the host defaults to 127.0.0.1."""
+    host, _, port_text = text.rpartition(":")
+    host = host.strip("[]") or DEFAULT_HOST
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise ConfigError(f"--http takes HOST:PORT or PORT, e.g. 127.0.0.1:8765 (got {text!r})")
+    return host, port

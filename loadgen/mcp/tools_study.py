@@ -1,0 +1,194 @@
+"""Study tools: ``validate_scenario``, ``run_scenario``, ``get_report``, ``compare_runs``.
+
+Files are named by path (relative paths are relative to the directory the server was
+started in) or, for what a run wrote, by its run id.
+"""
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from pydantic import BaseModel, Field
+
+from ..cli_report import _labels
+from ..compare import compare_runs as compare_results
+from ..compare import format_comparison
+from ..errors import ConfigError
+from ..report.files import read_results, report_directory
+from ..scenario import RunOptions, check_file, run_scenario as run_scenario_phases
+from ..scenario.cli import describe
+from ..scenario.params import parse_param_options
+from ..scenario.phase import COMPLETE
+from ..scenario.runner import SKIPPED
+from ..scenario.schema import Scenario
+from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager
+from .toolkit import READ_ONLY, QUICK_S, bounded, refuse_without_deploy
+from .tools_runs import StartedRun, results_uri
+
+REPORT_S = 120.0  # building a report reads every phase file (and bootstraps CIs)
+Params = Annotated[list[str] | None, Field(description="KEY=VALUE values for ${KEY} in the "
+                                          "file (override the server's environment).")]
+
+
+class ScenarioCheck(BaseModel):
+    ok: bool
+    problems: list[str] = Field(description="every problem, as FILE:LINE: message")
+    warnings: list[str] = Field(default_factory=list)
+    description: str | None = Field(None, description="what the scenario does, when it is valid")
+    deploys: int = Field(0, description="SageMaker endpoints a real (not simulated) run deploys")
+
+
+class Report(BaseModel):
+    directory: str
+    format: str
+    text: str | None = Field(None, description="format md: the Markdown report")
+    summary: dict[str, Any] | None = Field(None, description="format json: summary.json")
+    files: list[str] = Field(description="report files written")
+
+
+class Comparison(BaseModel):
+    a: str = Field(description="results file of run A (the baseline)")
+    b: str = Field(description="results file of run B (the candidate)")
+    labels: list[str]
+    text: str = Field(description="the comparison as `loadgen compare` prints it")
+    comparison: dict[str, Any] = Field(description="B/A ratios per level and metric, fidelity")
+
+
+def _params(values: list[str] | None) -> dict[str, str]:
+    return parse_param_options(list(values or ()))
+
+
+def _checked_scenario(file: str, params: dict[str, str], simulate: bool) -> Scenario:
+    checked = check_file(file, params, lenient=simulate)
+    if checked.problems:
+        shown = [problem.format(file) for problem in checked.problems[:5]]
+        raise ConfigError(f"{file} has {len(checked.problems)} problem(s): " + "; ".join(shown)
+                          + " (validate_scenario lists them all)")
+    assert checked.scenario is not None
+    return checked.scenario
+
+
+def _results_file(manager: RunManager, ref: str) -> Path:
+    """A results file named by a load run's id or by its path."""
+    path = Path(ref).expanduser()
+    if path.exists() or "/" in ref or ref.endswith(".json"):
+        return path
+    directory = manager.directory_of(ref)
+    if manager.record(ref)["kind"] == LOAD:
+        return directory / RESULTS_FILE
+    phases = sorted(p.name for p in directory.glob("phase-*.json"))
+    raise ConfigError(f"run {ref} is a scenario run: name one of its phase files, e.g. "
+                      f"{directory / (phases[0] if phases else 'phase-LABEL.json')}")
+
+
+def _directory(manager: RunManager, ref: str) -> Path:
+    """A results directory named by a run id or by its path."""
+    path = Path(ref).expanduser()
+    return path if path.exists() or "/" in ref else manager.directory_of(ref)
+
+
+def register(server: MCPServer, manager: RunManager) -> None:
+    """Add the scenario, report and comparison tools to ``server``."""
+    options = manager.options
+
+    @server.tool(annotations=READ_ONLY)
+    @bounded(QUICK_S)
+    async def validate_scenario(
+        file: Annotated[str, Field(description="Scenario YAML file.")],
+        simulate: Annotated[bool, Field(description="Check it for a simulated run: "
+                            "parameters only a real run needs may be unset.")] = False,
+        params: Params = None,
+    ) -> ScenarioCheck:
+        """Check a scenario file and list every problem with its line."""
+        checked = check_file(file, _params(params), lenient=simulate)
+        warnings = [f"{w.format(file)} (a simulated run goes on without it)"
+                    for w in checked.warnings]
+        warnings += [f"param {name} is not used by {file}"
+                     for name in checked.params.unused_given()]
+        if checked.problems:
+            return ScenarioCheck(ok=False, problems=[p.format(file) for p in checked.problems],
+                                 warnings=warnings)
+        parsed = checked.scenario
+        return ScenarioCheck(ok=True, problems=[], warnings=warnings,
+                             description=describe(parsed),
+                             deploys=sum(p.deploy is not None for p in parsed.phases))
+
+    @server.tool()
+    @bounded(QUICK_S)
+    async def run_scenario(
+        file: Annotated[str, Field(description="Scenario YAML file (a whole A-B-A study).")],
+        simulate: Annotated[bool, Field(description="Run every phase against the built-in "
+                            "simulator: no GPU, no AWS.")] = False,
+        phases: Annotated[list[str] | None, Field(description="Run only these phase labels "
+                          "(in file order).")] = None,
+        time_scale: Annotated[float | None, Field(gt=0, description="Simulated runs: run the "
+                              "simulator this many times faster than its profile.")] = None,
+        params: Params = None,
+    ) -> StartedRun:
+        """Start a scenario run in the background (phases in order, each into its own file,
+        then the reports); returns a run_id at once. A real run that deploys endpoints needs
+        a server started with --allow-deploy; each endpoint is deleted after its phase."""
+        if time_scale is not None and not simulate:
+            raise ConfigError("time_scale needs simulate=true")
+        parsed = _checked_scenario(file, _params(params), simulate)
+        selected = parsed.select(phases)
+        if not simulate and any(p.deploy is not None for p in selected):
+            refuse_without_deploy(options.allow_deploy, "this scenario (it deploys endpoints)")
+        widest = max(parsed.measurements.sweep.concurrency, default=1)
+        if widest > options.max_concurrency:
+            raise ConfigError(f"the scenario sweeps up to concurrency {widest}, above this "
+                              f"server's limit of {options.max_concurrency} "
+                              "(loadgen mcp --max-concurrency)")
+
+        async def body(run: Run) -> None:
+            outcome = await run_scenario_phases(
+                parsed, RunOptions(run.directory, phases, simulate, time_scale),
+                control=run.control, log=run.log.append)
+            failed = [f"{o.label}: {o.error}" for o in outcome.outcomes
+                      if o.status not in (COMPLETE, SKIPPED) and o.error]
+            if failed or outcome.report_error:
+                raise ConfigError("; ".join(failed + [outcome.report_error or ""]).strip("; "))
+
+        request = {"file": file, "simulate": simulate, "phases": phases,
+                   "time_scale": time_scale, "params": sorted(_params(params))}
+        run = manager.start(SCENARIO, request, body)
+        return StartedRun(run_id=run.run_id, state=run.state, results=results_uri(run.run_id),
+                          directory=str(run.directory), notes=[], request=request)
+
+    @server.tool()
+    @bounded(REPORT_S)
+    async def get_report(
+        dir: Annotated[str, Field(description="A run id, or a directory of loadgen results "
+                                  "files.")],
+        format: Annotated[Literal["md", "json"], Field(description="md: the Markdown report; "
+                          "json: the summary behind it.")] = "md",
+    ) -> Report:
+        """Build the report of a run's results (as `loadgen report DIR`) and return it."""
+        directory = _directory(manager, dir)
+        output = report_directory(directory, formats=(format,))
+        files = [str(path) for paths in output.files.values() for path in paths]
+        text = (directory / "report.md").read_text(encoding="utf-8") if format == "md" else None
+        return Report(directory=str(directory), format=format, text=text,
+                      summary=output.summary if format == "json" else None, files=files)
+
+    @server.tool(annotations=READ_ONLY)
+    @bounded(QUICK_S)
+    async def compare_runs(
+        a: Annotated[str, Field(description="Run A, the baseline: a start_run run id or a "
+                                "results file.")],
+        b: Annotated[str, Field(description="Run B, the candidate: a run id or a results "
+                                "file.")],
+        labels: Annotated[list[str] | None, Field(min_length=2, max_length=2,
+                          description="Names for A and B (default: phase labels, else model "
+                          "or file names).")] = None,
+    ) -> Comparison:
+        """Compare run B with run A: B/A ratios of throughput and latency per load level
+        (above 1 is faster for throughput, below 1 is faster for latency), and fidelity."""
+        paths = [_results_file(manager, a), _results_file(manager, b)]
+        results = [read_results(path) for path in paths]
+        names = _labels(",".join(labels) if labels else None, results, paths)
+        if names[0] == names[1]:  # e.g. two runs' results.json: their ids tell them apart
+            names = (a, b)
+        result = compare_results(*results, labels=names)
+        return Comparison(a=str(paths[0]), b=str(paths[1]), labels=list(names),
+                          text=format_comparison(result), comparison=result)
