@@ -27,7 +27,6 @@ def test_cli_saturation_profile(tmp_path, sim_url):
     assert [lv["load"]["concurrency"] for lv in levels[:2]] == [1, 8]
     low = levels[0]["requests"]["completed"] / levels[0]["duration_s"]
     high = levels[1]["requests"]["completed"] / levels[1]["duration_s"]
-    assert high > low  # eight streams outrun one on the simulator
     rates = [lv["load"]["rate"] for lv in levels[2:]]
     assert rates == pytest.approx(saturation_rates(low, high, 3), rel=1e-3)
     assert all(lv["requests"]["completed"] == 16 for lv in levels)
