@@ -14,7 +14,8 @@ import contextlib
 import dataclasses
 import functools
 import os
-from typing import AsyncIterator, Callable, Iterable, Sequence
+import sys
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
@@ -22,11 +23,19 @@ from .atomic import check_writable
 from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, PromptStream, prefill_count
-from .record import Prompt
 from .results import RunResult, now_iso
 from .results_types import Results
+from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
 from .workload import WorkloadSettings
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from taskgroup import TaskGroup
+else:
+    from asyncio import TaskGroup
+
+if TYPE_CHECKING:
+    from .workers import WorkerPool
 
 # ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
 SIMULATOR = "simulator"
@@ -51,10 +60,7 @@ def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size:
 
         return SageMakerTarget.from_url(url, options, pool_size=pool_size or 1000,
                                         **sagemaker_options)
-    given = sorted(k for k, v in sagemaker_options.items() if v not in (None, "auto"))
-    if given:
-        raise ConfigError(f"{', '.join('--' + g.replace('_', '-') for g in given)} only apply to "
-                          "sagemaker:// targets")
+    TargetConfig(url, **sagemaker_options).check()
     from .targets.openai_http import OpenAIHTTPTarget
 
     return OpenAIHTTPTarget(url, options, pool_size=pool_size)
@@ -140,91 +146,212 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
     return level
 
 
-async def sweep(target: str | Target, *, loads: Sequence[Load], stop: StopRule,
-                options: RequestOptions = RequestOptions(),
-                prompts: Iterable[Prompt] | None = None,
-                workload: WorkloadSettings = WorkloadSettings(),
+async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
+                              sample_url: str | None, control: RunControl,
+                              on_progress: Callable[[dict], None] | None) -> LevelResult:
+    """One level on every worker; the parent samples the server's /metrics meanwhile."""
+    if sample_url is None:
+        return await pool.level(index, load, config.stop, control, on_progress)
+    from .server_metrics import ServerMetricsSampler
+
+    sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
+    async with TaskGroup() as tg:
+        watcher = tg.create_task(sampler.run())
+        try:
+            level = await pool.level(index, load, config.stop, control, on_progress)
+        finally:
+            watcher.cancel()
+    level.server = sampler.snapshot()
+    return level
+
+
+_UNSET: Any = object()  # "not given": tells a keyword left alone from one set to its default
+
+
+def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
+                 stop: StopRule | None = None, options: RequestOptions | None = None,
+                 prompts: PromptSource | None = None,
+                 workload: WorkloadSettings | None = None,
+                 server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
+                 ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
+    """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
+    if stop is None:
+        raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
+    known = set(TargetConfig.__dataclass_fields__) - {"url"}
+    unknown = sorted(set(sagemaker_options) - known)
+    if unknown:
+        raise ConfigError(f"unknown keyword(s): {', '.join(unknown)}")
+    defaults = {name: value for name, value in (("server_metrics_interval_s",
+                                                  server_metrics_interval_s),
+                                                 ("workers", workers)) if value is not _UNSET}
+    return RunConfig(loads=tuple(loads), stop=stop,
+                     target=TargetConfig(target, **sagemaker_options),
+                     options=options or RequestOptions(), prompts=prompts,
+                     workload=workload or WorkloadSettings(), ray=ray, **defaults)
+
+
+async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
+                stop: StopRule | None = None, options: RequestOptions | None = None,
+                prompts: PromptSource | None = None,
+                workload: WorkloadSettings | None = None,
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
                 on_level: Callable[[LevelResult], None] | None = None,
                 on_start: Callable[[RunResult], None] | None = None,
-                server_metrics_interval_s: float | None = 1.0,
+                server_metrics_interval_s: float | None = _UNSET,
+                workers: Workers = _UNSET, ray: str | None = None,
+                config: RunConfig | None = None, log: Callable[[str], None] | None = None,
                 **sagemaker_options) -> Results:
     """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
     ``"simulator"`` (the built-in simulator, in a child process).
 
+    The run is either described by keywords (``loads``, ``stop``, ``options``, ``prompts``,
+    ``server_metrics_interval_s``, ``workers``, ``ray``, SageMaker options) or given whole
+    as ``config=RunConfig(...)``; not both.
+
     Each level is measured separately. With ``out``, the path is checked before any load is
     sent, and the results file is rewritten after every level (``"partial": true`` until the
     run ends), so an interrupted run keeps what it measured. If the file cannot be written
-    at the end after all, it goes to a fallback file (``Results.path`` says where, ``write_error`` why).
-    ``on_start(result)`` is called once the target answered its preflight, before any load.
-    Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
+    at the end after all, it goes to a fallback file (``Results.path`` says where,
+    ``write_error`` why). ``on_start(result)`` is called once the target answered its
+    preflight, before any load. Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
-    each level (None: don't).
-
-    ``workload`` says what to send (when ``prompts`` is None: synthetic prompts, a
-    tokenizer, a dataset), which SLOs judge each request, and what to export.
+    each level (None: don't). ``workers=N`` (or ``"auto"``) generates each level with N
+    worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
+    warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
+    synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
+    what to export; sessions, traces, ramp-up, SLOs and exports run in one process only.
     """
-    if not loads:
-        raise ConfigError("give at least one load level (--concurrency or --rate)")
+    given_object = target if target is not None and not isinstance(target, str) else None
+    levels = None
+    if config is None:
+        levels = loads  # the caller's list: it may grow as the run goes (saturation profile)
+        if target is None:
+            raise ConfigError('no target: give a URL ("http://host:8000", '
+                              '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
+                              "for the built-in simulator")
+        url = None if given_object is not None or target == SIMULATOR else target
+        config = build_config(url, loads=loads, stop=stop,
+                              options=options, prompts=prompts, workload=workload,
+                              server_metrics_interval_s=server_metrics_interval_s,
+                              workers=workers, ray=ray, **sagemaker_options)
+    else:
+        keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
+                    "prompts": prompts, "workload": workload, "ray": ray, **sagemaker_options,
+                    "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
+        given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
+        if given:
+            raise ConfigError(f"pass either config=RunConfig(...) or {', '.join(given)}, "
+                              "not both")
+    result = await run_config(config, target=given_object, out=out, control=control,
+                              keep_records=keep_records, on_progress=on_progress,
+                              on_level=on_level, on_start=on_start, log=log, levels=levels)
+    return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
+                             result.path, result.write_error)
+
+
+async def run_config(config: RunConfig, *, target: Target | None = None,
+                     out: str | os.PathLike | None = None, control: RunControl | None = None,
+                     keep_records: bool = False,
+                     on_progress: Callable[[Load, dict], None] | None = None,
+                     on_level: Callable[[LevelResult], None] | None = None,
+                     on_start: Callable[[RunResult], None] | None = None,
+                     log: Callable[[str], None] | None = None,
+                     levels: Sequence[Load] | None = None) -> RunResult:
+    """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
+    simulator); ``target``: an already built Target to use instead of ``config.target`` (one
+    process only: workers build their own from the URL). ``levels``: the loads to walk
+    instead of ``config.loads``, read as the run goes (a list the caller extends from
+    ``on_level``: the saturation profile). Returns the run with its :class:`LevelResult`
+    objects (``sweep`` turns it into typed :class:`Results`)."""
+    levels = config.loads if levels is None else levels
     if out is not None:
         check_writable(out)
     control = control or RunControl()
-    if prompts is None:
-        prompts = workload.prompt_source()
+    count = config.worker_count()
+    scaled = count > 1 or config.ray is not None
+    if scaled and target is not None:
+        raise ConfigError("workers build their own target: pass a URL, not a Target object")
+    workload = config.workload
+    prompts = config.prompts if config.prompts is not None else workload.prompt_source()
+    options = config.options
     if getattr(prompts, "turns", 1) > 1:  # a session's next turn carries the answers
         if options.api != "chat":
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
-    async with _resolve_target(target, options, pool_size_for(loads), sagemaker_options,
-                               control) as (opened, simulated):
-        with workload.open_exports() as exports:  # after the preflight: no empty files
-            result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
-                               simulated=simulated)
-            result.extra["workload"] = workload.describe(
-                prompts if isinstance(prompts, PromptSource) else None)
-            facts = await _server_facts(opened) if server_metrics_interval_s else None
-            result.server = facts or {}
-            sample_url = opened.describe()["url"] if facts is not None else None
-            stream = PromptStream(prompts)
-            measure = functools.partial(
-                _measure_level, sample_url=sample_url,
-                interval_s=server_metrics_interval_s or 1.0, stop=stop, prompts=stream,
-                control=control, keep_records=keep_records, ids=RequestIds(),
-                watchers=(exports.hdr,) if exports.hdr is not None else (),
-                slos=workload.slos, sinks=exports.sinks)
-            if on_start:
-                on_start(result)
-            for index, load in enumerate(loads, 1):
-                if control.stopped:
-                    break
-                progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+    if scaled:
+        config = config.for_workers(prompts)  # one-line errors for what can't be split yet
+    async with contextlib.AsyncExitStack() as stack:
+        opened, simulated = await stack.enter_async_context(_resolve_target(
+            target or config.target.url or SIMULATOR, options,
+            pool_size_for(config.loads), config.target.sagemaker_options(), control))
+        pool = None
+        if scaled:
+            from .workers import worker_pool
+
+            if simulated:  # the simulator this run started
+                config = config.with_target(opened.describe()["url"])
+            pool = await stack.enter_async_context(worker_pool(config, count,
+                                                               keep_records=keep_records,
+                                                               log=log))
+            stack.callback(control.on_stop(pool.stop))
+        exports = stack.enter_context(workload.open_exports())  # after the preflight
+        result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
+                           simulated=simulated)
+        result.extra["workload"] = workload.describe(
+            prompts if isinstance(prompts, PromptSource) else None)
+        if pool is not None:
+            result.extra["workers"] = pool.describe()
+        facts = await _server_facts(opened) if config.server_metrics_interval_s else None
+        result.server = facts or {}
+        sample_url = opened.describe()["url"] if facts is not None else None
+        stream = PromptStream(prompts)
+        measure = functools.partial(
+            _measure_level, sample_url=sample_url,
+            interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
+            prompts=stream, control=control, keep_records=keep_records, ids=RequestIds(),
+            watchers=(exports.hdr,) if exports.hdr is not None else (),
+            slos=workload.slos, sinks=exports.sinks)
+        if on_start:
+            on_start(result)
+        for index, load in enumerate(levels):
+            if control.stopped or (pool is not None and pool.broken):
+                break
+            progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+            if pool is not None:
+                level = await _measure_on_workers(pool, index, load, config, sample_url, control,
+                                                  progress)
+                result.extra["workers"] = pool.describe()
+            else:
                 if getattr(prompts, "tokenizer", None) is not None:
-                    stream.prefill(prefill_count(load, stop))  # off the level's clock
-                exports.begin_level(index, load)
+                    stream.prefill(prefill_count(load, config.stop))  # off the level's clock
+                exports.begin_level(index + 1, load)
                 level = await measure(opened, load, on_progress=progress)
                 exports.end_level()
-                result.levels.append(level)
-                result.partial = True  # until the run has ended: a file written now is not complete
-                if out is not None:
-                    result.save(out)
-                if on_level:
-                    on_level(level)
-            result.target = opened.describe()
-            result.finished_at = now_iso()
-            result.partial = control.stopped or len(result.levels) < len(loads)
+            result.levels.append(level)
+            result.partial = True  # until the run has ended: a file written now is not complete
             if out is not None:
                 result.save(out)
-            return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
-                                     result.path, result.write_error)
+            if on_level:
+                on_level(level)
+        result.target = opened.describe()
+        result.finished_at = now_iso()
+        result.partial = (control.stopped or len(result.levels) < len(levels)
+                          or any(level.partial for level in result.levels))
+        if out is not None:
+            result.save(out)
+        return result
 
 
-async def run(target: str | Target, *, load: Load, stop: StopRule,
-              **kwargs) -> Results:
-    """One level: ``sweep`` with a single load."""
-    return await sweep(target, loads=[load], stop=stop, **kwargs)
+async def run(target: str | Target | None = None, *, load: Load | None = None,
+              stop: StopRule | None = None, **kwargs) -> Results:
+    """One level: ``sweep`` with a single load (or ``config=`` holding one)."""
+    if load is not None:
+        kwargs["loads"] = [load]
+    return await sweep(target, stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "make_target", "SIMULATOR", "ConstantConcurrency", "ArrivalRate",
-           "StopRule", "RequestOptions", "PromptSource", "RunControl", "WorkloadSettings"]
+__all__ = ["sweep", "run", "run_config", "build_config", "make_target", "SIMULATOR", "RunConfig",
+           "TargetConfig", "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions",
+           "PromptSource", "RunControl", "WorkloadSettings"]

@@ -19,16 +19,20 @@ import orjson
 from . import __version__
 from .api import SIMULATOR
 from .api import sweep as api_sweep
-from .config import TRANSPORTS, RequestOptions, Timeouts
+from .config import APIS, TRANSPORTS, RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import LoadgenGroup, UserError, run_async
 from .errors import ConfigError, RunStopped
 from .cli_workload import check_level_options, workload_from_options, workload_options
 from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
+from .prompts import PromptSource
 from .progress import PlainProgress, make_progress, run_header
 from .results import RunResult, error_kinds, format_table
 from .results_types import Results
 from .saturation import saturation_sweep
+from .runconfig import RunConfig, TargetConfig, default, parse_workers
+from .targets.sagemaker_formats import PAYLOAD_FORMATS
+from .workload import WorkloadSettings
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -58,61 +62,74 @@ def build_loads(concurrency: str | None, rate: str | None, arrival: str,
 
 
 def load_options(f: Callable) -> Callable:
-    """Options shared by ``run`` and ``sweep``."""
+    """Options shared by ``run`` and ``sweep``. Defaults are read from the run
+    configuration's dataclasses (:mod:`loadgen.runconfig`): defined there, once."""
+    request, timeouts, prompts = RequestOptions, Timeouts, PromptSource
     options = [
         click.option("--target", metavar="URL", help="http://host:port (vLLM/OpenAI) or "
                      "sagemaker://ENDPOINT. Omit to use the built-in simulator."),
-        click.option("--api", type=click.Choice(["chat", "completions"]), default="chat",
+        click.option("--api", type=click.Choice(APIS), default=default(request, "api"),
                      show_default=True),
         click.option("--model", help="Model id (default: ask the server's /v1/models)."),
         click.option("--rate", metavar="R[,R...]", help="Open loop: requests/s per level."),
-        click.option("--arrival", type=click.Choice(ARRIVALS), default="constant",
-                     show_default=True, help="Open-loop arrival process."),
+        click.option("--arrival", type=click.Choice(ARRIVALS),
+                     default=default(ArrivalRate, "arrival"), show_default=True,
+                     help="Open-loop arrival process."),
         click.option("--max-in-flight", type=int, help="Open loop: cap in-flight requests; "
                      "requests due while full are counted as dropped."),
         click.option("--max-rate", type=float, help="Closed loop: cap on requests/s."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=int, default=default(ArrivalRate, "seed"), show_default=True,
                      help="Seed for Poisson arrivals and dataset sampling."),
         click.option("--requests", "n_requests", type=int,
                      help="Measured requests per level (default: 4 waves of the level's "
                      "concurrency, at least 20, if no --duration)."),
         click.option("--duration", type=float, metavar="S", help="Seconds per level."),
-        click.option("--warmup", type=int, default=0, show_default=True,
+        click.option("--warmup", type=int, default=default(StopRule, "warmup"), show_default=True,
                      help="Warm-up requests per level, excluded from metrics."),
-        click.option("--graceful-stop", type=float, default=30.0, show_default=True,
-                     metavar="S", help="Seconds in-flight requests get after the stop point."),
-        click.option("--input-tokens", type=int, default=128, show_default=True,
-                     help="Length of synthetic prompts."),
+        click.option("--graceful-stop", type=float, default=default(StopRule, "graceful_stop_s"),
+                     show_default=True, metavar="S", help="Seconds in-flight requests get after the stop point."),
+        click.option("--input-tokens", type=int, default=default(prompts, "input_tokens"),
+                     show_default=True, help="Length of synthetic prompts."),
         click.option("--output-tokens", type=int,
                      help="max_tokens per request (default: a dataset row's own, else 128)."),
         click.option("--min-tokens", type=int, help="vLLM min_tokens."),
-        click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
-                     help="vLLM: generate exactly --output-tokens."),
-        click.option("--stream/--no-stream", default=True, show_default=True),
+        click.option("--ignore-eos/--no-ignore-eos", default=default(request, "ignore_eos"),
+                     show_default=True, help="vLLM: generate exactly --output-tokens."),
+        click.option("--stream/--no-stream", default=default(request, "stream"),
+                     show_default=True),
         click.option("--continuous-usage", is_flag=True,
+                     default=default(request, "continuous_usage"),
                      help="Ask vLLM for per-chunk usage (exact tokens per chunk)."),
         click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
                      help="JSONL file of prompts."),
-        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+        click.option("--api-key-env", default=default(request, "api_key_env"), show_default=True,
                      help="Environment variable holding the API key."),
-        click.option("--timeout", type=float, default=600.0, show_default=True,
-                     help="Total seconds per request."),
-        click.option("--idle-timeout", type=float, default=120.0, show_default=True,
-                     help="Max seconds between two reads of a stream."),
-        click.option("--connect-timeout", type=float, default=10.0, show_default=True),
-        click.option("--transport", type=click.Choice(TRANSPORTS), default="stream",
-                     show_default=True, help="HTTP client: loadgen's streaming transport, or "
-                     "aiohttp (to compare)."),
-        click.option("--server-metrics-interval", type=float, default=1.0, show_default=True,
+        click.option("--timeout", type=float, default=default(timeouts, "total_s"),
+                     show_default=True, help="Total seconds per request."),
+        click.option("--idle-timeout", type=float, default=default(timeouts, "idle_s"),
+                     show_default=True, help="Max seconds between two reads of a stream."),
+        click.option("--connect-timeout", type=float, default=default(timeouts, "connect_s"),
+                     show_default=True),
+        click.option("--transport", type=click.Choice(TRANSPORTS),
+                     default=default(request, "transport"), show_default=True,
+                     help="HTTP client: loadgen's streaming transport, or aiohttp (to compare)."),
+        click.option("--server-metrics-interval", type=float,
+                     default=default(RunConfig, "server_metrics_interval_s"), show_default=True,
                      metavar="S", help="vLLM HTTP targets: sample /metrics every S seconds "
                      "during each level (0: off)."),
+        click.option("--workers", default=str(default(RunConfig, "workers")), show_default=True,
+                     metavar="N|auto", help="Worker processes generating the load (auto: "
+                     "min(cores - 1, what the load needs)). Results are merged into one file."),
+        click.option("--ray", metavar="ADDRESS", help="Generate the load with Ray actors: "
+                     "'auto' (the cluster the environment points at), 'local' (start one) or "
+                     "ray://HOST:PORT. Needs loadgen[ray]."),
         click.option("--region", help="SageMaker: AWS region."),
         click.option("--endpoint-url", help="SageMaker: runtime endpoint URL override."),
         click.option("--inference-component", help="SageMaker: inference component name."),
         click.option("--custom-attributes", help="SageMaker: X-Amzn-SageMaker-Custom-Attributes."),
         click.option("--target-variant", help="SageMaker: production variant."),
-        click.option("--payload-format", default="auto", show_default=True,
-                     type=click.Choice(["auto", "openai", "lmi", "tgi", "raw"]),
+        click.option("--payload-format", default=default(TargetConfig, "payload_format"),
+                     show_default=True, type=click.Choice(PAYLOAD_FORMATS),
                      help="SageMaker: container payload format."),
         click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
                      help="Results JSON; - for stdout (default: loadgen-YYYYmmdd-HHMMSS.json)."),
@@ -121,6 +138,28 @@ def load_options(f: Callable) -> Callable:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
+                    workload: WorkloadSettings | None = None) -> RunConfig:
+    """The one :class:`RunConfig` the command line describes (no --requests or --duration:
+    the StopRule's default request count for each level). ``workload``: already read
+    from ``kw`` (None: read it here)."""
+    workload = workload if workload is not None else workload_from_options(kw)
+    n_requests, duration = kw["n_requests"], kw["duration"]
+    options = RequestOptions(
+        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
+        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
+        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
+        transport=kw["transport"])
+    target = TargetConfig(kw["target"], **{name: kw[name] for name in TargetConfig.__dataclass_fields__
+                                           if name != "url"})
+    return RunConfig(loads=tuple(loads),
+                     stop=StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"],
+                                   ramp_up_s=kw["ramp_up"]),
+                     target=target, options=options, workload=workload,
+                     server_metrics_interval_s=kw["server_metrics_interval"] or None,
+                     workers=parse_workers(kw["workers"]), ray=kw["ray"])
 
 
 class _StopSignals:
@@ -168,26 +207,18 @@ EXIT_ALL_FAILED = 3  # the run finished but not one request succeeded
 EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written)
 
 
-def _request_options(kw: dict[str, Any]) -> RequestOptions:
-    return RequestOptions(
-        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
-        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
-        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
-        transport=kw["transport"])
-
-
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     workload = workload_from_options(kw)
     if workload.trace:
         loads = [workload.trace_load()]
-    stop = StopRule(kw["n_requests"], kw["duration"], kw["warmup"], kw["graceful_stop"],
-                    ramp_up_s=kw["ramp_up"])
-    prompts = workload.prompt_source()
+    config = run_config_from(loads, kw, workload)
+    if workload.profile == "saturation" and (config.worker_count() > 1 or config.ray):
+        raise ConfigError("--profile run in one process only: drop --workers/--ray "
+                          "(or use --workers 1)")
+    stop = config.stop
     levels = 2 + workload.profile_rates if workload.profile == "saturation" else len(loads)
     to_stdout = kw["out"] == "-"  # the results JSON goes to stdout, everything else to stderr
     out = None if to_stdout else kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
-    sagemaker = {k: kw[k] for k in ("region", "endpoint_url", "inference_component",
-                                    "custom_attributes", "target_variant", "payload_format")}
     quiet = kw["quiet"]
 
     def echo(text: str) -> None:
@@ -213,17 +244,22 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         if warning:
             diagnostic(f"warning: {warning}")
 
-    runner = functools.partial(api_sweep, loads=loads)
+    runner = api_sweep
     if workload.profile == "saturation":  # levels chosen as the run goes
         runner = functools.partial(saturation_sweep, rates=workload.profile_rates,
                                    concurrency=workload.saturation_concurrency)
     try:
-        result = await runner(kw["target"] or SIMULATOR, stop=stop,
-                              options=_request_options(kw), prompts=prompts, workload=workload,
-                              out=out, control=control, on_start=started,
-                              on_progress=progress.update, on_level=level_done,
-                              server_metrics_interval_s=kw["server_metrics_interval"] or None,
-                              **sagemaker)
+        if workload.profile == "saturation":  # levels chosen as the run goes: sweep's keywords
+            result = await runner(config.target.url or SIMULATOR, stop=stop,
+                                  options=config.options, workload=workload, out=out,
+                                  control=control, on_start=started,
+                                  on_progress=progress.update, on_level=level_done,
+                                  server_metrics_interval_s=config.server_metrics_interval_s,
+                                  **config.target.sagemaker_options())
+        else:
+            result = await runner(config=config, out=out, control=control, on_start=started,
+                                  on_progress=progress.update, on_level=level_done,
+                                  log=diagnostic)
     except RunStopped as exc:
         raise UserError(str(exc), signals.exit_code) from None
     finally:

@@ -10,11 +10,12 @@ deadline (none after Ctrl-C) and are then cancelled and counted incomplete.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Iterator, Protocol, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Iterator, Protocol, Sequence
 
 from asyncio_throttle import Throttler
 
@@ -41,6 +42,15 @@ class RecordSink(Protocol):
     """Something that sees every finished measured request (exports): ``add(record)``."""
 
     def add(self, record: RequestRecord) -> None: ...
+
+
+class Prompts(Protocol):
+    """Where prompts come from, by run-wide request index: a
+    :class:`~loadgen.prompts.PromptSource` (the same prompt for an index in every worker
+    process), or one process's :class:`~loadgen.prompts.PromptStream` (taken in order,
+    with the iterator's draws and multi-turn sessions)."""
+
+    def prompt(self, index: int) -> Prompt | Session: ...
 
 
 class Watcher(Protocol):
@@ -82,6 +92,9 @@ class LevelResult:
     turns: dict[int, LevelMetrics] = field(default_factory=dict)  # multi-turn: per turn
     ramp_up_s: float = 0.0
     ramp_excluded: int = 0  # requests started during the ramp-up (sent, not measured)
+    start_ns: int = 0  # the measured window, perf_counter_ns (duration_s = end − start)
+    end_ns: int = 0
+    workers: list[dict[str, Any]] | None = None  # per-worker facts when workers ran the level
     # The target's connection counters over the measured phase (opened, reconnects, ...).
     connections: dict[str, int] = field(default_factory=dict)
 
@@ -93,22 +106,43 @@ class RequestIds:
     value: int = 0
 
 
+@dataclass(frozen=True)
+class Share:
+    """The part of every level this process generates: worker ``index`` of ``count``.
+
+    Open loop: arrival k of the level's global schedule is this worker's when
+    k mod count == index, so the union over workers is the one-process schedule.
+    This process's k-th request of the run (0-based) has the run-wide index
+    ``index + k * count``: it picks the prompt and the request id, so workers never
+    share a prompt or an id and no data crosses processes.
+    """
+
+    index: int = 0
+    count: int = 1
+
+    def arrivals(self, offsets: Iterable[int]) -> Iterator[int]:
+        return itertools.islice(offsets, self.index, None, self.count)
+
+    def request_index(self, local: int) -> int:
+        return self.index + local * self.count
+
+
 class _Level:
     """State of one running level. Created and discarded by :func:`run_level`."""
 
-    def __init__(self, target: Target, load: Load, stop: StopRule,
-                 prompts: Iterator[Prompt | Session],
+    def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Prompts,
                  control: RunControl, measured: bool, keep_records: bool,
-                 ids: RequestIds, slos: Sequence[SLO] = (),
-                 sinks: Sequence[RecordSink] = ()) -> None:
+                 ids: RequestIds, share: Share, metrics: LevelMetrics | None = None,
+                 slos: Sequence[SLO] = (), sinks: Sequence[RecordSink] = ()) -> None:
         self.target = target
         self.ids = ids
+        self.share = share
         self.load = load
         self.prompts = prompts
         self.control = control
         self.limit = (stop.requests_for(load) if measured else stop.warmup) or None
         self.duration_s = stop.duration_s if measured else None
-        self.metrics = LevelMetrics()
+        self.metrics = metrics if metrics is not None else LevelMetrics()
         self.slo = SLOCounts(slos) if slos else None
         self.sinks = sinks
         self.turn_metrics: dict[int, LevelMetrics] = {}  # multi-turn: metrics per turn
@@ -182,12 +216,22 @@ class _Level:
         if self.records is not None:
             self.records.append(rec)
 
+    def _next_index(self) -> int:
+        """The run-wide index of this process's next request (its id is index + 1)."""
+        index = self.share.request_index(self.ids.value)
+        self.ids.value += 1
+        return index
+
+    def _next_item(self) -> Prompt | Session:
+        """The next prompt (or session) of this process's share, by run-wide index; the
+        index is taken by the record made for it (:meth:`_record_for`)."""
+        return self.prompts.prompt(self.share.request_index(self.ids.value))
+
     def _record_for(self, prompt: Prompt) -> RequestRecord:
         """A new record with the next request id (on the wire) and the prompt's facts."""
-        self.ids.value += 1
         return RequestRecord(input_tokens=prompt.input_tokens,
                              input_tokens_exact=prompt.input_tokens_exact,
-                             tag=prompt.tag, request_id=self.ids.value,
+                             tag=prompt.tag, request_id=self._next_index() + 1,
                              session=prompt.session, turn=prompt.turn)
 
     def _count_issued(self, intended_ns: int) -> None:
@@ -238,7 +282,7 @@ class _Level:
         turn), record (its id is on the wire) and, when the target can, the request itself
         (body, signature, bytes). It is counted as issued only when it starts; one left
         over at the stop is never sent."""
-        item = next(self.prompts)
+        item = self._next_item()
         session = item if isinstance(item, Session) else None
         prompt = session.prompt(1, ()) if session is not None else item
         rec = self._record_for(prompt)
@@ -302,7 +346,7 @@ class _Level:
         tasks: set[asyncio.Task] = set()
         stop_wait = asyncio.ensure_future(self._stop_event.wait())
         try:
-            for offset in ramped(load.offsets_ns(), self.ramp_ns):
+            for offset in self.share.arrivals(ramped(load.offsets_ns(), self.ramp_ns)):
                 if not self._may_start():
                     break
                 due = t0 + offset
@@ -317,7 +361,7 @@ class _Level:
                     self.metrics.add_dropped()
                     self.issued += 1
                     continue
-                task = tg.create_task(self._start(next(self.prompts), due, closed=False))
+                task = tg.create_task(self._start(self._next_item(), due, closed=False))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
@@ -350,21 +394,37 @@ async def _progress_ticker(level: _Level, on_progress: ProgressFn, t0: int) -> N
         on_progress(snap)
 
 
+async def _wait_until(level: _Level, start_ns: int) -> None:
+    """Sleep until the shared start instant (workers start together); a stop cuts it short."""
+    delay = (start_ns - time.perf_counter_ns()) / 1e9
+    if delay > 0 and not level.stopping:
+        try:
+            await asyncio.wait_for(level._stop_event.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+
 async def _run_phase(level: _Level, on_progress: ProgressFn | None,
-                     watchers: Sequence[Watcher] = ()) -> int:
+                     watchers: Sequence[Watcher] = (), start_ns: int | None = None) -> int:
     """Run one phase (warm-up or measured); return its start time in ns.
 
     ``watchers`` run alongside the load (``await w.run()`` until cancelled at the end).
+    ``start_ns``: begin at this ``perf_counter_ns`` instant (CLOCK_MONOTONIC is system-wide,
+    so every worker process of a run shares it); None: now.
     """
     loop = asyncio.get_running_loop()
-    timer = None
-    if level.duration_s is not None:
-        timer = loop.call_later(level.ramp_ns / 1e9 + level.duration_s, level.begin_stop)
     forget = level.control.on_stop(lambda: level.begin_stop(grace_s=0))
     if level.control.stopped:
         level.begin_stop(grace_s=0)
-    t0 = time.perf_counter_ns()
+    if start_ns is not None:
+        await _wait_until(level, start_ns)
+    t0 = start_ns if start_ns is not None else time.perf_counter_ns()
     level.ramp_end_ns = t0 + level.ramp_ns if level.ramp_ns else 0
+    timer = None
+    if level.duration_s is not None:
+        elapsed_s = (time.perf_counter_ns() - t0) / 1e9
+        timer = loop.call_later(max(0.0, level.ramp_ns / 1e9 + level.duration_s - elapsed_s),
+                                level.begin_stop)
     try:
         async with TaskGroup() as tg:
             helpers = [tg.create_task(w.run()) for w in watchers]
@@ -387,7 +447,54 @@ async def _run_phase(level: _Level, on_progress: ProgressFn | None,
     return t0
 
 
-async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterator[Prompt], *,
+@dataclass(frozen=True)
+class LevelRun:
+    """How one process runs its part of a level (defaults: all of it, in this process)."""
+
+    control: RunControl = field(default_factory=RunControl)
+    ids: RequestIds = field(default_factory=RequestIds)
+    share: Share = Share()
+    keep_records: bool = False
+    slos: tuple[SLO, ...] = ()  # judged on every measured request
+    sinks: tuple[RecordSink, ...] = ()  # exports: see every measured request
+
+
+async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
+                  how: LevelRun, start_ns: int | None = None) -> None:
+    """Before a level: open the connections it needs (never inside a measured TTFT), then
+    send ``stop.warmup`` requests (this process's share of them), excluded from metrics."""
+    open_connections = getattr(target, "open_connections", None)
+    if open_connections is not None and not how.control.stopped:
+        await open_connections(connections_needed(load))
+    if stop.warmup and not how.control.stopped:
+        warm = _Level(target, load, stop, prompts, how.control, False, False, how.ids, how.share)
+        await _run_phase(warm, None, start_ns=start_ns)
+
+
+async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, how: LevelRun,
+                  *, on_progress: ProgressFn | None = None, watchers: Sequence[Watcher] = (),
+                  start_ns: int | None = None, metrics: LevelMetrics | None = None
+                  ) -> LevelResult:
+    """The measured phase of a level. ``metrics``: fold into this (a worker reads it live)."""
+    level = _Level(target, load, stop, prompts, how.control, True, how.keep_records, how.ids,
+                   how.share, metrics, how.slos, how.sinks)
+    monitor = ClientMonitor()
+    before = _connection_counters(target)
+    t0 = await _run_phase(level, on_progress, (monitor, *watchers), start_ns)
+    start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
+    end = max(level.last_end_ns, start)
+    after = _connection_counters(target)
+    send_lag = level.metrics.summary_of("send_lag_ms")
+    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - start) / 1e9,
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       partial=how.control.stopped, records=level.records, start_ns=start,
+                       end_ns=end,
+                       connections={k: v - before.get(k, 0) for k, v in after.items()},
+                       slo=level.slo, turns=level.turn_metrics,
+                       ramp_up_s=stop.ramp_up_s, ramp_excluded=level.ramp_issued)
+
+
+async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,
                     control: RunControl | None = None, keep_records: bool = False,
                     on_progress: ProgressFn | None = None,
                     ids: RequestIds | None = None,
@@ -399,29 +506,11 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Iterato
     the client self-check. ``slos`` are evaluated on every measured request; ``sinks``
     (exports) see every measured request as it finishes.
     """
-    control = control or RunControl()
-    ids = ids or RequestIds()
-    open_connections = getattr(target, "open_connections", None)
-    if open_connections is not None and not control.stopped:
-        # Connection setup before the level, never inside a measured TTFT.
-        await open_connections(connections_needed(load))
-    if stop.warmup and not control.stopped:
-        warm = _Level(target, load, stop, prompts, control, False, False, ids)
-        await _run_phase(warm, None)
-    level = _Level(target, load, stop, prompts, control, True, keep_records, ids, slos, sinks)
-    monitor = ClientMonitor()
-    before = _connection_counters(target)
-    t0 = await _run_phase(level, on_progress, (monitor, *watchers))
-    start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
-    end = max(level.last_end_ns, start)
-    after = _connection_counters(target)
-    send_lag = level.metrics.summary_of("send_lag_ms")
-    return LevelResult(load=load, metrics=level.metrics, duration_s=(end - start) / 1e9,
-                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
-                       partial=control.stopped, records=level.records,
-                       connections={k: v - before.get(k, 0) for k, v in after.items()},
-                       slo=level.slo, turns=level.turn_metrics,
-                       ramp_up_s=stop.ramp_up_s, ramp_excluded=level.ramp_issued)
+    how = LevelRun(control or RunControl(), ids or RequestIds(), keep_records=keep_records,
+                   slos=tuple(slos), sinks=tuple(sinks))
+    await warm_up(target, load, stop, prompts, how)
+    return await measure(target, load, stop, prompts, how, on_progress=on_progress,
+                         watchers=watchers)
 
 
 def connections_needed(load: Load) -> int:

@@ -10,6 +10,7 @@ without one, a prompt is about one token per word and its count is an estimate.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import math
 import itertools
@@ -121,6 +122,24 @@ class PromptSource:
         if self.shared_prefix_tokens and (self.dataset or self.texts):
             raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
                               "not to --dataset/--prompts")
+
+    def prompt(self, index: int) -> Prompt:
+        """The prompt of run-wide request ``index`` (0-based), the same in every process:
+        its draws come from an RNG seeded with (``seed``, ``index``) and dataset rows from
+        a seeded shuffle per pass, so worker processes share nothing but this object.
+        ``salt`` None means no salt here: a multi-process run sets one in its RunConfig.
+        Sessions (``turns`` > 1) exist only in the single-process stream (``iter``)."""
+        if self.turns > 1:
+            raise ConfigError("--turns > 1 runs in one process only (drop --workers/--ray)")
+        rng = random.Random(f"{self.seed}/{index}")
+        if self.dataset is not None:
+            return self._from_row(_row_at(self.dataset.rows, self.seed, index,
+                                          self.replacement), rng)
+        if self.texts:
+            return self._from_row(DatasetRow(self.texts[index % len(self.texts)], 0), rng)
+        prefixes = [self._prefix(group) for group in range(self.prefix_groups)
+                    ] if self.shared_prefix_tokens else []
+        return self._synthetic(index, rng, self.salt or "", prefixes, {})
 
     @property
     def input_tokens_exact(self) -> bool:
@@ -249,6 +268,11 @@ class PromptStream:
     def __next__(self):
         return self._ready.popleft() if self._ready else next(self._source)
 
+    def prompt(self, index: int):
+        """The next prompt (or session). One process takes the run's requests in order,
+        so this is request ``index``'s (a session's later turns take indexes of their own)."""
+        return next(self)
+
     def prefill(self, count: int) -> None:
         """Make sure ``count`` prompts are ready."""
         while len(self._ready) < count:
@@ -263,6 +287,22 @@ def prefill_count(load, stop) -> int:
         rate = getattr(load, "rate", None)
         expected = math.ceil(rate * stop.duration_s) if rate else 1000
     return min(50_000, expected + stop.warmup)
+
+
+def _row_at(rows: tuple[DatasetRow, ...], seed: int, index: int,
+            replacement: bool) -> DatasetRow:
+    """Row of request ``index``: an independent seeded draw, or its place in a seeded
+    shuffle of its pass (pass ``index // len(rows)``)."""
+    if replacement:
+        return rows[random.Random(f"{seed}/row/{index}").randrange(len(rows))]
+    return rows[_pass_order(len(rows), seed, index // len(rows))[index % len(rows)]]
+
+
+@functools.lru_cache(maxsize=4)
+def _pass_order(n: int, seed: int, pass_index: int) -> tuple[int, ...]:
+    order = list(range(n))
+    random.Random(f"{seed}/pass/{pass_index}").shuffle(order)
+    return tuple(order)
 
 
 def _sampled(rows: tuple[DatasetRow, ...], rng: random.Random,

@@ -94,3 +94,20 @@ def tokenizer_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
     tokenizer.save(str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One real local Ray cluster for the session (2 CPUs), started on first use."""
+    ray = pytest.importorskip("ray", reason="Ray tests need loadgen[ray] (in the test extra)")
+    for attempt in (1, 2):  # Ray gives its raylet 30 s to register: a crowded box can miss it
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            break
+        except Exception:  # noqa: BLE001 - Ray raises a bare Exception for that timeout
+            ray.shutdown()
+            if attempt == 2:
+                raise
+    yield ray
+    ray.shutdown()

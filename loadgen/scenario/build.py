@@ -57,6 +57,11 @@ def _check_phases(phases: list[Block], problems: list[Problem]) -> None:
         elif not has_target and not has_deploy:
             problems.append(Problem(phase.line, f"{where}: missing target or deploy: say which "
                                                 "server this phase measures"))
+        target = phase.get("target")
+        if target is not None and not str(target.get("url", "")).startswith("sagemaker://"):
+            for key in TargetSpec(**{**target.values, "url": None}).given_sagemaker_options():
+                problems.append(Problem(target.line_for(key), f"{where}.target.{key}: only "
+                                        "applies to sagemaker:// targets; remove it"))
         deploy = phase.get("deploy")
         if deploy is not None and "model_id" not in deploy.values and "model" not in phase.values:
             problems.append(Problem(deploy.line, f"{where}.deploy: missing model_id (or the "

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from ..api import make_target, sweep
+from ..api import make_target, run_config
 from ..config import RequestOptions, Timeouts
 from ..engine import RunControl
 from ..fidelity import fidelity_options, run_fidelity
 from ..load import ConstantConcurrency, StopRule
 from ..prompts import PromptSource, load_prompt_file
 from ..results import now_iso, write_json
+from ..runconfig import RunConfig, TargetConfig
 from ..targets.base import open_target
 from .schema import Phase, Scenario
 
@@ -128,12 +129,18 @@ class Measurer:
         return PromptSource(self.scenario.request.input_tokens, output_tokens,
                             texts=self.texts)
 
+    def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
+                workers: int = 1) -> RunConfig:
+        return RunConfig(loads=(ConstantConcurrency(concurrency),), stop=stop,
+                         target=TargetConfig(self.endpoint.url, **self.endpoint.options()),
+                         options=self.options, prompts=self._prompts(output_tokens),
+                         workers=workers)
+
     async def _level(self, concurrency: int, stop: StopRule, output_tokens: int,
-                     keep_records: bool = False):
-        result = await sweep(self.endpoint.url, loads=[ConstantConcurrency(concurrency)],
-                             stop=stop, options=self.options, prompts=self._prompts(output_tokens),
-                             control=self.control, keep_records=keep_records,
-                             **self.endpoint.options())
+                     keep_records: bool = False, workers: int = 1):
+        config = self._config(concurrency, stop, output_tokens, workers)
+        result = await run_config(config, control=self.control, keep_records=keep_records,
+                                  log=self.log)
         data = result.to_dict()
         self.doc.set_target(data["target"])
         return result, data["levels"][0] if data["levels"] else None
@@ -185,7 +192,8 @@ class Measurer:
                 return
             stop = StopRule(requests=spec.requests_at(concurrency), duration_s=spec.duration,
                             warmup=spec.warmup)
-            _, level = await self._level(concurrency, stop, spec.output_tokens)
+            _, level = await self._level(concurrency, stop, spec.output_tokens,
+                                         workers=spec.workers)
             if level is None:
                 continue
             self.doc.measurements["sweep"].append(level)

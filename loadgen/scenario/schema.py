@@ -15,12 +15,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config import APIS
+from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
+from ..prompts import PromptSource
+from ..runconfig import TargetConfig, default
+from ..targets.sagemaker_formats import PAYLOAD_FORMATS
 from ..simulator.profile import SimProfile
 from .nodes import Boolean, Integer, IntegerList, ListOf, MapOf, Number, Section, Text, TextMap
 
-PAYLOAD_FORMATS = ("auto", "openai", "lmi", "tgi", "raw")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
 
 
@@ -90,7 +92,7 @@ FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(positive)
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
                  "duration": Number(positive), "output_tokens": Integer(positive),
-                 "warmup": Integer(non_negative)})
+                 "warmup": Integer(non_negative), "workers": Integer(positive)})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY})
@@ -155,16 +157,18 @@ class Hardware:
 
 @dataclass(frozen=True)
 class RequestDefaults:
-    api: str = "chat"
-    temperature: float = 0.0
-    input_tokens: int = 128
-    ignore_eos: bool = True
-    stream: bool = True
-    continuous_usage: bool = False
-    timeout: float = 600.0
-    idle_timeout: float = 120.0
-    connect_timeout: float = 10.0
-    api_key_env: str = "OPENAI_API_KEY"
+    """The ``request:`` section; its defaults are the run configuration's (defined once)."""
+
+    api: str = default(RequestOptions, "api")
+    temperature: float = default(RequestOptions, "temperature")
+    input_tokens: int = default(PromptSource, "input_tokens")
+    ignore_eos: bool = default(RequestOptions, "ignore_eos")
+    stream: bool = default(RequestOptions, "stream")
+    continuous_usage: bool = default(RequestOptions, "continuous_usage")
+    timeout: float = default(Timeouts, "total_s")
+    idle_timeout: float = default(Timeouts, "idle_s")
+    connect_timeout: float = default(Timeouts, "connect_s")
+    api_key_env: str = default(RequestOptions, "api_key_env")
     prompts: str | None = None  # JSONL path, relative to the scenario file
 
 
@@ -192,6 +196,7 @@ class SweepSpec:
     duration: float | None = None
     output_tokens: int = 256
     warmup: int = 0
+    workers: int = 1  # worker processes generating each level (see loadgen.workers)
 
     def requests_at(self, concurrency: int) -> int | None:
         if self.requests_per_stream is not None:
@@ -214,24 +219,8 @@ class Measurements:
     fidelity: FidelitySpec = FidelitySpec()
 
 
-@dataclass(frozen=True)
-class TargetSpec:
-    url: str
-    region: str | None = None
-    endpoint_url: str | None = None
-    inference_component: str | None = None
-    custom_attributes: str | None = None
-    target_variant: str | None = None
-    payload_format: str = "auto"
-
-    def sagemaker_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``loadgen.sweep`` / ``make_target`` (SageMaker only)."""
-        if not self.url.startswith("sagemaker://"):
-            return {}
-        return {"region": self.region, "endpoint_url": self.endpoint_url,
-                "inference_component": self.inference_component,
-                "custom_attributes": self.custom_attributes,
-                "target_variant": self.target_variant, "payload_format": self.payload_format}
+# A phase's running server: the run configuration's target (url required by the shape).
+TargetSpec = TargetConfig
 
 
 @dataclass(frozen=True)

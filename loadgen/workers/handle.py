@@ -1,0 +1,36 @@
+"""What the parent needs from a worker, whether a local process or a Ray actor."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..errors import LoadgenError, TargetError
+from .payload import LevelReport
+
+
+class WorkerFailed(TargetError):
+    """A worker could not start (its target's preflight failed, ...): one line why."""
+
+
+class WorkerDied(LoadgenError):
+    """A worker vanished mid-run; what it reported before is kept."""
+
+
+class WorkerHandle(Protocol):
+    index: int
+    kind: str  # "process" or "ray"
+    info: dict[str, Any]  # worker, pid, node (+ clock offset for Ray)
+    latest: LevelReport | None  # the running level's last progress report
+    latest_full: LevelReport | None  # ... the last one carrying histograms
+    died: str | None  # one line, once the worker is gone
+    clock_offset_ns: int  # worker clock − parent clock
+
+    async def start(self) -> dict[str, Any]: ...
+
+    async def warm_up(self, level: int, start_ns: int | None) -> None: ...
+
+    async def measure(self, level: int, start_ns: int) -> LevelReport: ...
+
+    def stop(self) -> None: ...
+
+    async def close(self) -> None: ...
