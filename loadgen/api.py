@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import os
 import sys
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
@@ -20,11 +22,12 @@ from .engine import LevelResult, RequestIds, RunControl, run_level
 from .atomic import check_writable
 from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
-from .prompts import PromptSource
+from .prompts import PromptSource, PromptStream, prefill_count
 from .results import RunResult, now_iso
 from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
+from .workload import WorkloadSettings
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from taskgroup import TaskGroup
@@ -131,14 +134,14 @@ async def _server_facts(target: Target) -> dict | None:
 
 
 async def _measure_level(target: Target, load: Load, sample_url: str | None,
-                         interval_s: float, **kwargs) -> LevelResult:
+                         interval_s: float, watchers: Sequence = (), **kwargs) -> LevelResult:
     """One level, with the server's /metrics sampled alongside it when there is a URL."""
     if sample_url is None:
-        return await run_level(target, load, **kwargs)
+        return await run_level(target, load, watchers=watchers, **kwargs)
     from .server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, interval_s)
-    level = await run_level(target, load, watchers=(sampler,), **kwargs)
+    level = await run_level(target, load, watchers=(sampler, *watchers), **kwargs)
     level.server = sampler.snapshot()
     return level
 
@@ -168,6 +171,7 @@ _UNSET: Any = object()  # "not given": tells a keyword left alone from one set t
 def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                  stop: StopRule | None = None, options: RequestOptions | None = None,
                  prompts: PromptSource | None = None,
+                 workload: WorkloadSettings | None = None,
                  server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
                  ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
     """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
@@ -182,13 +186,14 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                                                  ("workers", workers)) if value is not _UNSET}
     return RunConfig(loads=tuple(loads), stop=stop,
                      target=TargetConfig(target, **sagemaker_options),
-                     options=options or RequestOptions(), prompts=prompts or PromptSource(),
-                     ray=ray, **defaults)
+                     options=options or RequestOptions(), prompts=prompts,
+                     workload=workload or WorkloadSettings(), ray=ray, **defaults)
 
 
 async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
                 stop: StopRule | None = None, options: RequestOptions | None = None,
                 prompts: PromptSource | None = None,
+                workload: WorkloadSettings | None = None,
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
@@ -214,22 +219,26 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
     each level (None: don't). ``workers=N`` (or ``"auto"``) generates each level with N
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
-    warnings (default: stderr).
+    warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
+    synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
+    what to export; sessions, traces, ramp-up, SLOs and exports run in one process only.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
+    levels = None
     if config is None:
+        levels = loads  # the caller's list: it may grow as the run goes (saturation profile)
         if target is None:
             raise ConfigError('no target: give a URL ("http://host:8000", '
                               '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
                               "for the built-in simulator")
         url = None if given_object is not None or target == SIMULATOR else target
         config = build_config(url, loads=loads, stop=stop,
-                              options=options, prompts=prompts,
+                              options=options, prompts=prompts, workload=workload,
                               server_metrics_interval_s=server_metrics_interval_s,
                               workers=workers, ray=ray, **sagemaker_options)
     else:
         keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
-                    "prompts": prompts, "ray": ray, **sagemaker_options,
+                    "prompts": prompts, "workload": workload, "ray": ray, **sagemaker_options,
                     "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
         given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
         if given:
@@ -237,7 +246,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                               "not both")
     result = await run_config(config, target=given_object, out=out, control=control,
                               keep_records=keep_records, on_progress=on_progress,
-                              on_level=on_level, on_start=on_start, log=log)
+                              on_level=on_level, on_start=on_start, log=log, levels=levels)
     return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
                              result.path, result.write_error)
 
@@ -248,11 +257,15 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                      on_progress: Callable[[Load, dict], None] | None = None,
                      on_level: Callable[[LevelResult], None] | None = None,
                      on_start: Callable[[RunResult], None] | None = None,
-                     log: Callable[[str], None] | None = None) -> RunResult:
+                     log: Callable[[str], None] | None = None,
+                     levels: Sequence[Load] | None = None) -> RunResult:
     """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
     simulator); ``target``: an already built Target to use instead of ``config.target`` (one
-    process only: workers build their own from the URL). Returns the run with its
-    :class:`LevelResult` objects (``sweep`` turns it into typed :class:`Results`)."""
+    process only: workers build their own from the URL). ``levels``: the loads to walk
+    instead of ``config.loads``, read as the run goes (a list the caller extends from
+    ``on_level``: the saturation profile). Returns the run with its :class:`LevelResult`
+    objects (``sweep`` turns it into typed :class:`Results`)."""
+    levels = config.loads if levels is None else levels
     if out is not None:
         check_writable(out)
     control = control or RunControl()
@@ -260,9 +273,18 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
     scaled = count > 1 or config.ray is not None
     if scaled and target is not None:
         raise ConfigError("workers build their own target: pass a URL, not a Target object")
+    workload = config.workload
+    prompts = config.prompts if config.prompts is not None else workload.prompt_source()
+    options = config.options
+    if getattr(prompts, "turns", 1) > 1:  # a session's next turn carries the answers
+        if options.api != "chat":
+            raise ConfigError("multi-turn sessions (--turns) need --api chat")
+        options = dataclasses.replace(options, keep_text=True)
+    if scaled:
+        config = config.for_workers(prompts)  # one-line errors for what can't be split yet
     async with contextlib.AsyncExitStack() as stack:
         opened, simulated = await stack.enter_async_context(_resolve_target(
-            target or config.target.url or SIMULATOR, config.options,
+            target or config.target.url or SIMULATOR, options,
             pool_size_for(config.loads), config.target.sagemaker_options(), control))
         pool = None
         if scaled:
@@ -274,17 +296,26 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
+        exports = stack.enter_context(workload.open_exports())  # after the preflight
         result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
                            simulated=simulated)
+        result.extra["workload"] = workload.describe(
+            prompts if isinstance(prompts, PromptSource) else None)
         if pool is not None:
             result.extra["workers"] = pool.describe()
-        ids = RequestIds()
         facts = await _server_facts(opened) if config.server_metrics_interval_s else None
         result.server = facts or {}
         sample_url = opened.describe()["url"] if facts is not None else None
+        stream = PromptStream(prompts)
+        measure = functools.partial(
+            _measure_level, sample_url=sample_url,
+            interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
+            prompts=stream, control=control, keep_records=keep_records, ids=RequestIds(),
+            watchers=(exports.hdr,) if exports.hdr is not None else (),
+            slos=workload.slos, sinks=exports.sinks)
         if on_start:
             on_start(result)
-        for index, load in enumerate(config.loads):
+        for index, load in enumerate(levels):
             if control.stopped or (pool is not None and pool.broken):
                 break
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
@@ -293,11 +324,11 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                                                   progress)
                 result.extra["workers"] = pool.describe()
             else:
-                level = await _measure_level(opened, load, sample_url,
-                                             config.server_metrics_interval_s or 1.0,
-                                             stop=config.stop, prompts=config.prompts,
-                                             control=control, keep_records=keep_records,
-                                             on_progress=progress, ids=ids)
+                if getattr(prompts, "tokenizer", None) is not None:
+                    stream.prefill(prefill_count(load, config.stop))  # off the level's clock
+                exports.begin_level(index + 1, load)
+                level = await measure(opened, load, on_progress=progress)
+                exports.end_level()
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
             if out is not None:
@@ -306,7 +337,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                 on_level(level)
         result.target = opened.describe()
         result.finished_at = now_iso()
-        result.partial = (control.stopped or len(result.levels) < len(config.loads)
+        result.partial = (control.stopped or len(result.levels) < len(levels)
                           or any(level.partial for level in result.levels))
         if out is not None:
             result.save(out)
@@ -323,4 +354,4 @@ async def run(target: str | Target | None = None, *, load: Load | None = None,
 
 __all__ = ["sweep", "run", "run_config", "build_config", "make_target", "SIMULATOR", "RunConfig",
            "TargetConfig", "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions",
-           "PromptSource", "RunControl"]
+           "PromptSource", "RunControl", "WorkloadSettings"]

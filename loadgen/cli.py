@@ -7,6 +7,7 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 import time
@@ -16,18 +17,22 @@ import click
 import orjson
 
 from . import __version__
+from .api import SIMULATOR
 from .api import sweep as api_sweep
 from .config import APIS, TRANSPORTS, RequestOptions, Timeouts
 from .engine import RunControl
 from .cli_common import LoadgenGroup, UserError, run_async
 from .errors import ConfigError, RunStopped
-from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule
-from .prompts import PromptSource, load_prompt_file
+from .cli_workload import check_level_options, workload_from_options, workload_options
+from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
+from .prompts import PromptSource
 from .progress import PlainProgress, make_progress, run_header
 from .results import RunResult, error_kinds, format_table
 from .results_types import Results
-from .runconfig import DEFAULT_REQUESTS, RunConfig, TargetConfig, default, parse_workers
+from .saturation import saturation_sweep
+from .runconfig import RunConfig, TargetConfig, default, parse_workers
 from .targets.sagemaker_formats import PAYLOAD_FORMATS
+from .workload import WorkloadSettings
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -74,20 +79,19 @@ def load_options(f: Callable) -> Callable:
                      "requests due while full are counted as dropped."),
         click.option("--max-rate", type=float, help="Closed loop: cap on requests/s."),
         click.option("--seed", type=int, default=default(ArrivalRate, "seed"), show_default=True,
-                     help="Seed for Poisson arrivals."),
+                     help="Seed for Poisson arrivals and dataset sampling."),
         click.option("--requests", "n_requests", type=int,
-                     help=f"Measured requests per level (default {DEFAULT_REQUESTS} if no "
-                     "--duration)."),
+                     help="Measured requests per level (default: 4 waves of the level's "
+                     "concurrency, at least 20, if no --duration)."),
         click.option("--duration", type=float, metavar="S", help="Seconds per level."),
         click.option("--warmup", type=int, default=default(StopRule, "warmup"), show_default=True,
                      help="Warm-up requests per level, excluded from metrics."),
         click.option("--graceful-stop", type=float, default=default(StopRule, "graceful_stop_s"),
-                     show_default=True, metavar="S",
-                     help="Seconds in-flight requests get after the stop point."),
+                     show_default=True, metavar="S", help="Seconds in-flight requests get after the stop point."),
         click.option("--input-tokens", type=int, default=default(prompts, "input_tokens"),
                      show_default=True, help="Length of synthetic prompts."),
-        click.option("--output-tokens", type=int, default=default(prompts, "output_tokens"),
-                     show_default=True, help="max_tokens per request."),
+        click.option("--output-tokens", type=int,
+                     help="max_tokens per request (default: a dataset row's own, else 128)."),
         click.option("--min-tokens", type=int, help="vLLM min_tokens."),
         click.option("--ignore-eos/--no-ignore-eos", default=default(request, "ignore_eos"),
                      show_default=True, help="vLLM: generate exactly --output-tokens."),
@@ -136,24 +140,24 @@ def load_options(f: Callable) -> Callable:
     return f
 
 
-def run_config_from(loads: Sequence[Load], kw: dict[str, Any]) -> RunConfig:
-    """The one :class:`RunConfig` the command line describes."""
+def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
+                    workload: WorkloadSettings | None = None) -> RunConfig:
+    """The one :class:`RunConfig` the command line describes (no --requests or --duration:
+    the StopRule's default request count for each level). ``workload``: already read
+    from ``kw`` (None: read it here)."""
+    workload = workload if workload is not None else workload_from_options(kw)
     n_requests, duration = kw["n_requests"], kw["duration"]
-    if n_requests is None and duration is None:
-        n_requests = DEFAULT_REQUESTS
     options = RequestOptions(
         api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
         continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
         timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
         transport=kw["transport"])
-    texts = load_prompt_file(kw["prompts_file"]) if kw["prompts_file"] else ()
     target = TargetConfig(kw["target"], **{name: kw[name] for name in TargetConfig.__dataclass_fields__
                                            if name != "url"})
     return RunConfig(loads=tuple(loads),
-                     stop=StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"]),
-                     target=target, options=options,
-                     prompts=PromptSource(kw["input_tokens"], kw["output_tokens"],
-                                          kw["min_tokens"], texts),
+                     stop=StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"],
+                                   ramp_up_s=kw["ramp_up"]),
+                     target=target, options=options, workload=workload,
                      server_metrics_interval_s=kw["server_metrics_interval"] or None,
                      workers=parse_workers(kw["workers"]), ray=kw["ray"])
 
@@ -204,8 +208,15 @@ EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be wri
 
 
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
-    config = run_config_from(loads, kw)
+    workload = workload_from_options(kw)
+    if workload.trace:
+        loads = [workload.trace_load()]
+    config = run_config_from(loads, kw, workload)
+    if workload.profile == "saturation" and (config.worker_count() > 1 or config.ray):
+        raise ConfigError("--profile run in one process only: drop --workers/--ray "
+                          "(or use --workers 1)")
     stop = config.stop
+    levels = 2 + workload.profile_rates if workload.profile == "saturation" else len(loads)
     to_stdout = kw["out"] == "-"  # the results JSON goes to stdout, everything else to stderr
     out = None if to_stdout else kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
     quiet = kw["quiet"]
@@ -220,17 +231,35 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     control = RunControl()
     signals = _StopSignals(control)
     signals.install()
-    progress = (PlainProgress(len(loads), diagnostic, level_lines=False) if quiet
-                else make_progress(len(loads), stop, sys.stderr, diagnostic))
+    progress = (PlainProgress(levels, diagnostic, level_lines=False) if quiet
+                else make_progress(levels, stop, sys.stderr, diagnostic))
 
     def started(result: RunResult) -> None:
         echo(run_header(result))
         progress.start()
 
+    def level_done(level: Any) -> None:
+        progress.level_done(level)
+        warning = waves_warning(level.load, level.metrics.counts.requests)
+        if warning:
+            diagnostic(f"warning: {warning}")
+
+    runner = api_sweep
+    if workload.profile == "saturation":  # levels chosen as the run goes
+        runner = functools.partial(saturation_sweep, rates=workload.profile_rates,
+                                   concurrency=workload.saturation_concurrency)
     try:
-        result = await api_sweep(config=config, out=out, control=control, on_start=started,
-                                 on_progress=progress.update, on_level=progress.level_done,
-                                 log=diagnostic)
+        if workload.profile == "saturation":  # levels chosen as the run goes: sweep's keywords
+            result = await runner(config.target.url or SIMULATOR, stop=stop,
+                                  options=config.options, workload=workload, out=out,
+                                  control=control, on_start=started,
+                                  on_progress=progress.update, on_level=level_done,
+                                  server_metrics_interval_s=config.server_metrics_interval_s,
+                                  **config.target.sagemaker_options())
+        else:
+            result = await runner(config=config, out=out, control=control, on_start=started,
+                                  on_progress=progress.update, on_level=level_done,
+                                  log=diagnostic)
     except RunStopped as exc:
         raise UserError(str(exc), signals.exit_code) from None
     finally:
@@ -304,9 +333,13 @@ def cli() -> None:
 @cli.command()
 @click.option("--concurrency", metavar="N", help="Closed loop: concurrent streams (default 1).")
 @load_options
+@workload_options
 @run_async
 async def run(concurrency: str | None, **kw: Any) -> None:
     """Measure one load level."""
+    check_level_options(concurrency, kw)
+    if kw["profile"]:
+        raise ConfigError("--profile runs several levels; use `loadgen sweep --profile ...`")
     if (concurrency and "," in concurrency) or (kw["rate"] and "," in kw["rate"]):
         raise ConfigError("run measures one level; use `loadgen sweep` for several values")
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
@@ -318,10 +351,12 @@ async def run(concurrency: str | None, **kw: Any) -> None:
 @click.option("--concurrency", metavar="N[,N...]",
               help="Closed loop: concurrency levels (default 1,4,16).")
 @load_options
+@workload_options
 @run_async
 async def sweep(concurrency: str | None, **kw: Any) -> None:
     """Measure several load levels, each separately, into one results file."""
-    if concurrency is None and kw["rate"] is None:
+    check_level_options(concurrency, kw)
+    if concurrency is None and kw["rate"] is None and not (kw["trace"] or kw["profile"]):
         concurrency = "1,4,16"
     loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
                         kw["max_rate"], kw["seed"])

@@ -34,6 +34,9 @@ LEVEL_METRICS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("itl_ms_p50", "ITL p50 ms", ("itl_ms", "p50"), False),
     ("itl_ms_p99", "ITL p99 ms", ("itl_ms", "p99"), False),
     ("e2e_ms_p50", "E2E p50 ms", ("e2e_ms", "p50"), False),
+    # Runs made with --slo (absent otherwise, and then not shown).
+    ("goodput_requests_per_s", "goodput req/s", ("goodput", "requests_per_s"), True),
+    ("goodput_output_tokens_per_s", "goodput tok/s", ("goodput", "output_tokens_per_s"), True),
 )
 
 
@@ -65,6 +68,8 @@ def dig(data: Any, path: Iterable[str]) -> Any:
 
 def level_key(level: dict) -> tuple:
     load = level.get("load") or {}
+    if load.get("mode") == "trace":
+        return ("trace", load.get("speedup"), load.get("trace_requests"))
     if load.get("mode") == "rate":
         return ("rate", load.get("rate"), load.get("arrival"))
     return ("concurrency", load.get("concurrency"))
@@ -72,6 +77,8 @@ def level_key(level: dict) -> tuple:
 
 def level_label(level: dict) -> str:
     load = level.get("load") or {}
+    if load.get("mode") == "trace":
+        return f"trace replay x{load.get('speedup'):g}"
     if load.get("mode") == "rate":
         arrival = load.get("arrival")
         suffix = f" ({arrival})" if arrival and arrival != "constant" else ""

@@ -46,7 +46,8 @@ def openai_body(prompt: Prompt, options: RequestOptions, model: str | None) -> d
     if model:
         body["model"] = model
     if options.api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt.text}]
+        body["messages"] = (list(prompt.messages) if prompt.messages
+                            else [{"role": "user", "content": prompt.text}])
     else:
         body["prompt"] = prompt.text
     if options.stream:

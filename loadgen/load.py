@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Iterator, Union
 
 from .errors import ConfigError
+from .trace import TraceReplay
 
 ARRIVALS = ("constant", "poisson")
 
@@ -87,12 +88,14 @@ class ArrivalRate:
         return f"{self.arrival} rate {self.rate:g}/s"
 
 
-Load = Union[ConstantConcurrency, ArrivalRate]
+Load = Union[ConstantConcurrency, ArrivalRate, TraceReplay]
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """When a level ends. With both ``requests`` and ``duration_s``, whichever comes first.
+    """When a level ends. With both ``requests`` and ``duration_s``, whichever comes first;
+    with neither, each level runs :func:`default_requests` (at least 4 waves of its
+    concurrency).
 
     ``requests`` and ``duration_s`` count *measured* requests/time; ``warmup``
     requests are sent first and excluded from metrics. At the stop point no new
@@ -104,15 +107,70 @@ class StopRule:
     duration_s: float | None = None
     warmup: int = 0
     graceful_stop_s: float = 30.0
+    # Streams start spread over the ramp-up (rates ramp linearly); requests started during
+    # it are sent but not measured, and ``requests``/``duration_s`` count from its end.
+    ramp_up_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.requests is None and self.duration_s is None:
-            raise ConfigError("give --requests N and/or --duration SECONDS so each level can end")
         if self.requests is not None and self.requests < 1:
             raise ConfigError(f"--requests must be >= 1 (got {self.requests})")
         if self.duration_s is not None and not self.duration_s > 0:
             raise ConfigError(f"--duration must be > 0 seconds (got {self.duration_s})")
         if self.warmup < 0:
             raise ConfigError(f"--warmup must be >= 0 (got {self.warmup})")
+        if self.ramp_up_s < 0:
+            raise ConfigError(f"--ramp-up must be >= 0 seconds (got {self.ramp_up_s})")
         if self.graceful_stop_s < 0:
             raise ConfigError(f"--graceful-stop must be >= 0 (got {self.graceful_stop_s})")
+
+    def requests_for(self, load: Load) -> int | None:
+        """Measured requests of one level (None: the duration ends it)."""
+        if self.requests is not None:
+            return self.requests
+        return None if self.duration_s is not None else default_requests(load)
+
+
+def ramped(offsets: Iterator[int], ramp_ns: int) -> Iterator[int]:
+    """Open-loop offsets with the rate ramping linearly from 0 over ``ramp_ns``.
+
+    A time change: the request due at ``t`` in the steady schedule is due when the ramped
+    rate has delivered as many, ``sqrt(2·ramp·t)`` during the ramp and ``t + ramp/2``
+    after it, so Poisson arrivals stay Poisson (with a rising rate).
+    """
+    for offset in offsets:
+        if not ramp_ns:
+            yield offset
+        elif 2 * offset < ramp_ns:
+            yield round(math.sqrt(2 * ramp_ns * offset))
+        else:
+            yield offset + ramp_ns // 2
+
+
+# A closed-loop level measures steady state only after several waves of its concurrency:
+# with fewer requests the ramp-down tail (streams idling while the last ones finish) is
+# a large share of the window and throughput is under-reported.
+MIN_WAVES = 4
+DEFAULT_REQUESTS = 20
+
+
+def streams_of(load: Load) -> int | None:
+    """Concurrent streams of a level: its concurrency, or an open loop's in-flight cap."""
+    return load.concurrency if isinstance(load, ConstantConcurrency) else load.max_in_flight
+
+
+def default_requests(load: Load) -> int:
+    """Requests per level when neither a count nor a duration is given (a trace: all)."""
+    if isinstance(load, TraceReplay):
+        return len(load.rows)
+    return max(DEFAULT_REQUESTS, MIN_WAVES * (streams_of(load) or 0))
+
+
+def waves_warning(load: Load, requests: int | None) -> str | None:
+    """A warning when ``requests`` is fewer than :data:`MIN_WAVES` waves of the level
+    (a single stream has no ramp-down tail, so it is never warned about)."""
+    streams = streams_of(load)
+    if requests is None or not streams or streams < 2 or requests >= MIN_WAVES * streams:
+        return None
+    return (f"{load.label}: {requests} requests is under {MIN_WAVES} waves of {streams} "
+            f"streams; throughput will be under-reported (use --requests "
+            f"{MIN_WAVES * streams} or more, or --duration)")

@@ -94,6 +94,17 @@ class Counts:
     input_tokens: int = 0
     estimated_token_requests: int = 0  # requests whose token count is one-per-chunk
     clamped: int = 0  # histogram values above range, recorded at the top
+    exact_input_requests: int = 0  # input_tokens counted with a tokenizer
+    server_input_tokens: int = 0  # the server's usage.prompt_tokens, where it sent one
+    server_input_requests: int = 0
+    input_token_mismatches: int = 0  # tokenizer count != the server's prompt_tokens
+    cached_tokens: int = 0  # usage.prompt_tokens_details.cached_tokens, where sent
+    cached_token_requests: int = 0
+
+    @property
+    def requests(self) -> int:
+        """Requests that were sent (dropped ones never were)."""
+        return self.completed + self.failed + self.incomplete
 
 
 class LevelMetrics:
@@ -143,7 +154,7 @@ class LevelMetrics:
         """Count one finished request and queue its values. The record can be dropped after."""
         c, values = self._counts, self._values
         c.output_tokens += rec.output_tokens
-        c.input_tokens += rec.input_tokens or 0
+        self._count_input(rec)
         if rec.tokens_source == TOKENS_ESTIMATED and rec.content_ns:
             c.estimated_token_requests += 1
         if len(rec.content_ns) >= 2:
@@ -163,6 +174,19 @@ class LevelMetrics:
         c.completed += 1
         self._queue_latencies(rec)
 
+    def _count_input(self, rec: RequestRecord) -> None:
+        c = self._counts
+        c.input_tokens += rec.input_tokens or 0
+        c.exact_input_requests += rec.input_tokens_exact
+        if rec.server_input_tokens is not None:
+            c.server_input_tokens += rec.server_input_tokens
+            c.server_input_requests += 1
+            c.input_token_mismatches += (rec.input_tokens_exact
+                                         and rec.server_input_tokens != rec.input_tokens)
+        if rec.cached_tokens is not None:
+            c.cached_tokens += rec.cached_tokens
+            c.cached_token_requests += 1
+
     def _keep_message(self, error_type: str, message: str | None) -> None:
         kept = self.error_messages.setdefault(error_type, [])
         if message and len(kept) < ERROR_MESSAGES_KEPT and message not in kept:
@@ -172,18 +196,8 @@ class LevelMetrics:
         self._counts.dropped += count
 
     def _queue_latencies(self, rec: RequestRecord) -> None:
-        values = self._values
-        first = rec.first_content_ns
-        values["e2e_ms"].append((rec.end_ns - rec.intended_ns) // 1000)
-        if first is None:
-            return
-        values["ttft_ms"].append((first - rec.intended_ns) // 1000)
-        n = rec.output_tokens
-        decode_ns = rec.end_ns - first
-        if n >= 2 and decode_ns > 0:
-            values["tpot_ms"].append(decode_ns // (1000 * (n - 1)))
-            # milli-tokens per second
-            values["decode_tokens_per_s"].append((n - 1) * 10**12 // decode_ns)
+        for metric, value in request_latencies(rec).items():
+            self._values[metric].append(value)
 
     def fold(self, max_requests: int | None = None) -> int:
         """Record queued values into the histograms: everything, or the gaps of at most
@@ -249,6 +263,23 @@ class LevelMetrics:
         c = self._counts
         return {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
                 "dropped": c.dropped, "output_tokens": c.output_tokens}
+
+
+def request_latencies(rec: RequestRecord) -> dict[str, int]:
+    """The per-request metrics of one completed request, in histogram units (µs,
+    milli-tokens/s): ``e2e_ms`` always, ``ttft_ms`` with content, ``tpot_ms`` and
+    ``decode_tokens_per_s`` with n >= 2 tokens over a positive decode time."""
+    out = {"e2e_ms": (rec.end_ns - rec.intended_ns) // 1000}
+    first = rec.first_content_ns
+    if first is None:
+        return out
+    out["ttft_ms"] = (first - rec.intended_ns) // 1000
+    n = rec.output_tokens
+    decode_ns = rec.end_ns - first
+    if n >= 2 and decode_ns > 0:
+        out["tpot_ms"] = decode_ns // (1000 * (n - 1))
+        out["decode_tokens_per_s"] = (n - 1) * 10**12 // decode_ns  # milli-tokens per second
+    return out
 
 
 def decode_histogram(encoded: str) -> HdrHistogram:

@@ -81,7 +81,7 @@ class LiveProgress(PlainProgress):
         super().__init__(n_levels, self.console.print)
         self.stop = stop
         # Requests when they end the level, else seconds; "whichever first" shows requests.
-        self.unit = "requests" if stop.requests else "s"
+        self.unit = "requests" if stop.requests or stop.duration_s is None else "s"
         self.bar = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=16),
             TextColumn("{task.completed:.0f}/{task.total:.0f} " + self.unit),
@@ -95,7 +95,7 @@ class LiveProgress(PlainProgress):
 
     def update(self, load: Load, snap: dict) -> None:
         if self.task is None:
-            total = self.stop.requests or self.stop.duration_s
+            total = self.stop.requests_for(load) or self.stop.duration_s
             self.task = self.bar.add_task(f"[{self.done + 1}/{self.n_levels}] {load.label}",
                                           total=total, tok_s=0.0, errors=0, in_flight=0)
         elapsed = snap["elapsed_s"]

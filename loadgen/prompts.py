@@ -1,16 +1,29 @@
-"""Where prompts come from: synthetic text of a given length, or a JSONL file."""
+"""Where prompts come from: synthetic text of a given length, or a dataset.
+
+Synthetic prompts start with a per-run salt and the request's number, then filler
+words from a varied start, so two requests never share an accidental prefix (not
+even across runs against the same server's prefix cache) unless ``--shared-prefix-tokens``
+asks for one. With a tokenizer, each prompt is cut to exactly the drawn token count;
+without one, a prompt is about one token per word and its count is an estimate.
+"""
 
 from __future__ import annotations
 
+import collections
+import functools
+import hashlib
+import math
 import itertools
-from dataclasses import dataclass
+import random
+import secrets
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-import orjson
-
+from .datasets import Dataset, DatasetRow, load_dataset
 from .errors import ConfigError
 from .record import Prompt
+from .tokenizer import TokenCounter, estimate_tokens
 
 # A fixed vocabulary of common one-token English words: synthetic prompts are
 # deterministic and come out close to one token per word on common tokenizers.
@@ -18,59 +31,293 @@ _WORDS = ("the of and to in is was for on that with as by at from his her which 
           "are were had have not but all they one more said time can so what there if would "
           "about up out them other some could into than then only its over also two new first "
           "after these well any may very way where much most through back just before").split()
+DEFAULT_OUTPUT_TOKENS = 128
 
 
-def synthetic_text(tokens: int, index: int = 0) -> str:
-    """About ``tokens`` tokens of deterministic filler; ``index`` varies the start so
-    prompts differ (no accidental prefix-cache hits across requests)."""
-    words = [f"request {index}:"]
+def request_tag(index: int, salt: str = "") -> str:
+    """A prompt's unique start: a hash of ``salt`` and ``index``, then the number."""
+    digest = hashlib.blake2s(f"{salt}{index}".encode(), digest_size=4).hexdigest()
+    return f"{digest} request {index}:"
+
+
+def synthetic_text(tokens: int, index: int = 0, salt: str = "") -> str:
+    """About ``tokens`` tokens of deterministic filler. It starts with a hash of ``salt``
+    and ``index``, so prompts differ from their first token on (no accidental prefix-cache
+    hits across requests), then varies where the filler starts."""
+    words = [request_tag(index, salt)]
     n = len(_WORDS)
-    words += (_WORDS[(index * 7 + i) % n] for i in range(max(tokens - 3, 1)))
+    words += (_WORDS[(index * 7 + i) % n] for i in range(max(tokens - 5, 1)))
     return " ".join(words)
+
+
+def draw_length(rng: random.Random, mean: int, stdev: float, low: int = 1) -> int:
+    """``mean`` exactly, or a normal draw around it (rounded, at least ``low``)."""
+    if not stdev:
+        return max(mean, low)
+    return max(low, round(rng.gauss(mean, stdev)))
+
+
+@dataclass(frozen=True)
+class Session:
+    """A multi-turn conversation: its user turns are sent in order on one stream, each
+    request carrying the whole history so far (the model's earlier answers included).
+    ``turns`` hold each turn's own user message and ``max_tokens``."""
+
+    index: int
+    turns: tuple[Prompt, ...]
+    think_s: float = 0.0
+    count: Callable[[str], int] = estimate_tokens
+    exact: bool = False
+
+    def prompt(self, turn: int, history: tuple[dict, ...]) -> Prompt:
+        """Turn ``turn`` (1-based) after ``history`` (earlier messages and answers)."""
+        own = self.turns[turn - 1]
+        messages = (*history, {"role": "user", "content": own.text})
+        return replace(own, messages=messages, session=self.index, turn=turn,
+                       input_tokens=sum(self.count(m["content"]) for m in messages),
+                       input_tokens_exact=self.exact)
 
 
 @dataclass(frozen=True)
 class PromptSource:
-    """An endless, deterministic stream of prompts for a level."""
+    """An endless, deterministic (given ``seed`` and ``salt``) stream of prompts for a run.
+
+    ``output_tokens=None`` means: a dataset row's ``max_tokens``, else its reference
+    answer's length, else 128. Stdevs make lengths normal draws around the means.
+    Dataset rows are sampled with ``seed``: a shuffled pass after pass (without
+    replacement), or independent draws (``replacement``). ``texts`` (legacy) are sent in order.
+    """
 
     input_tokens: int = 128
-    output_tokens: int = 128
+    output_tokens: int | None = DEFAULT_OUTPUT_TOKENS
     min_tokens: int | None = None
-    texts: tuple[str, ...] = ()  # from a file; empty = synthetic
+    texts: tuple[str, ...] = ()
+    input_stdev: float = 0.0
+    output_stdev: float = 0.0
+    tokenizer: TokenCounter | None = None
+    dataset: Dataset | None = None
+    replacement: bool = False
+    seed: int = 0
+    salt: str | None = None  # None: a random one per iteration (per run)
+    shared_prefix_tokens: int = 0
+    prefix_groups: int = 1
+    turns: int = 1  # > 1: yields Sessions of this many turns (a dataset row's own, at most)
+    think_s: float = 0.0  # pause between a session's answer and its next turn
+
+    def __post_init__(self) -> None:
+        checks = [(self.input_tokens >= 1, f"--input-tokens must be >= 1 (got {self.input_tokens})"),
+                  (self.output_tokens is None or self.output_tokens >= 1,
+                   f"--output-tokens must be >= 1 (got {self.output_tokens})"),
+                  (self.input_stdev >= 0 and self.output_stdev >= 0,
+                   "--input-tokens-stdev and --output-tokens-stdev must be >= 0"),
+                  (self.prefix_groups >= 1, f"--prefix-groups must be >= 1 (got {self.prefix_groups})"),
+                  (self.turns >= 1, f"--turns must be >= 1 (got {self.turns})"),
+                  (self.think_s >= 0, f"--think-time must be >= 0 (got {self.think_s})"),
+                  (0 <= self.shared_prefix_tokens < self.input_tokens,
+                   f"--shared-prefix-tokens must be >= 0 and below --input-tokens "
+                   f"({self.input_tokens}); got {self.shared_prefix_tokens}")]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        if self.shared_prefix_tokens and (self.dataset or self.texts):
+            raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
+                              "not to --dataset/--prompts")
 
     def prompt(self, index: int) -> Prompt:
-        """The prompt of request ``index`` (0-based, run-wide): the same in every process."""
+        """The prompt of run-wide request ``index`` (0-based), the same in every process:
+        its draws come from an RNG seeded with (``seed``, ``index``) and dataset rows from
+        a seeded shuffle per pass, so worker processes share nothing but this object.
+        ``salt`` None means no salt here: a multi-process run sets one in its RunConfig.
+        Sessions (``turns`` > 1) exist only in the single-process stream (``iter``)."""
+        if self.turns > 1:
+            raise ConfigError("--turns > 1 runs in one process only (drop --workers/--ray)")
+        rng = random.Random(f"{self.seed}/{index}")
+        if self.dataset is not None:
+            return self._from_row(_row_at(self.dataset.rows, self.seed, index,
+                                          self.replacement), rng)
         if self.texts:
-            return Prompt(self.texts[index % len(self.texts)], self.output_tokens,
-                          self.min_tokens)
-        return Prompt(synthetic_text(self.input_tokens, index), self.output_tokens,
-                      self.min_tokens, input_tokens=self.input_tokens)
+            return self._from_row(DatasetRow(self.texts[index % len(self.texts)], 0), rng)
+        prefixes = [self._prefix(group) for group in range(self.prefix_groups)
+                    ] if self.shared_prefix_tokens else []
+        return self._synthetic(index, rng, self.salt or "", prefixes, {})
 
-    def __iter__(self) -> Iterator[Prompt]:
-        return map(self.prompt, itertools.count())
+    @property
+    def input_tokens_exact(self) -> bool:
+        return self.tokenizer is not None
+
+    def __iter__(self) -> Iterator[Prompt | Session]:
+        if self.turns == 1:
+            return self._prompts()
+        if self.dataset is not None:
+            rows = _sampled(self.dataset.rows, random.Random(self.seed), self.replacement)
+            rng = random.Random(self.seed + 1)
+            return (self._session(i, [self._from_row(turn, rng) for turn in row.turns()])
+                    for i, row in enumerate(rows))
+        prompts = self._prompts()
+        return (self._session(i, [next(prompts) for _ in range(self.turns)])
+                for i in itertools.count())
+
+    def _session(self, index: int, turns: list[Prompt]) -> Session:
+        return Session(index, tuple(turns[:self.turns]), self.think_s, self._count,
+                       self.tokenizer is not None)
+
+    def _prompts(self) -> Iterator[Prompt]:
+        rng = random.Random(self.seed)
+        if self.dataset is not None:
+            rows = _sampled(self.dataset.rows, rng, self.replacement)
+            return (self._from_row(row, rng) for row in rows)
+        if self.texts:
+            rows = itertools.cycle(DatasetRow(text, 0) for text in self.texts)
+            return (self._from_row(row, rng) for row in rows)
+        salt = self.salt if self.salt is not None else secrets.token_hex(3) + "-"
+        prefixes = [self._prefix(group) for group in range(self.prefix_groups)
+                    ] if self.shared_prefix_tokens else []
+        bodies: dict[int, str] = {}  # exact-length filler by token count, made once each
+        return (self._synthetic(i, rng, salt, prefixes, bodies) for i in itertools.count())
+
+    # -- synthetic ------------------------------------------------------------------------
+    def _synthetic(self, index: int, rng: random.Random, salt: str, prefixes: list[str],
+                   bodies: dict[int, str]) -> Prompt:
+        n_in = draw_length(rng, self.input_tokens, self.input_stdev,
+                           low=self.shared_prefix_tokens + 1)
+        n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev)
+        prefix = prefixes[index % len(prefixes)] if prefixes else ""
+        unique = n_in - self.shared_prefix_tokens
+        if self.tokenizer is None:
+            text = prefix + synthetic_text(unique, index, salt)
+        else:
+            text = (self._quick_exact(prefix, index, salt, n_in, bodies)
+                     or self._exact(prefix, unique, index, salt, n_in))
+        return Prompt(text, n_out, self.min_tokens, input_tokens=n_in,
+                      input_tokens_exact=self.tokenizer is not None)
+
+    def _prefix(self, group: int) -> str:
+        """The shared start of group ``group``'s prompts, ending in a space."""
+        salt = f"shared prefix {group} "
+        if self.tokenizer is None:
+            return synthetic_text(self.shared_prefix_tokens, group * 11, salt) + " "
+        text = synthetic_text(self.shared_prefix_tokens + 8, group * 11, salt)
+        return self._cut(text, self.shared_prefix_tokens) + " "
+
+    def _quick_exact(self, prefix: str, index: int, salt: str, total: int,
+                     bodies: dict[int, str]) -> str | None:
+        """The request's own tag, then cached filler of the remaining length: one encode
+        to check instead of cutting fresh text. None when the parts don't add up (a
+        merge across a boundary) or there is no room; the caller then cuts."""
+        tag = request_tag(index, salt) + " "
+        room = total - self.tokenizer.count(prefix + tag)
+        if room < 1:
+            return None
+        if room not in bodies:
+            bodies[room] = self.tokenizer.cut(synthetic_text(room + 8, 0, "body "), room) or ""
+        text = prefix + tag + bodies[room]
+        return text if bodies[room] and self.tokenizer.count(text) == total else None
+
+    def _exact(self, prefix: str, unique: int, index: int, salt: str, total: int) -> str:
+        # Filler has more words than tokens are needed (a word is at least one token);
+        # the cut keeps the prefix whole and trims the request's own part.
+        for attempt in range(8):
+            filler = synthetic_text(unique + 8, index + attempt * 1_000_003, salt)
+            cut = self.tokenizer.cut(prefix + filler, total)
+            if cut is not None:
+                return cut
+        raise ConfigError(f"--tokenizer {self.tokenizer.source}: cannot make a prompt of "
+                          f"exactly {total} tokens with it")
+
+    def _cut(self, text: str, tokens: int) -> str:
+        cut = self.tokenizer.cut(text, tokens)
+        if cut is None:
+            raise ConfigError(f"--tokenizer {self.tokenizer.source}: cannot make a prompt of "
+                              f"exactly {tokens} tokens with it")
+        return cut
+
+    # -- datasets -------------------------------------------------------------------------
+    def _count(self, text: str) -> int:
+        return self.tokenizer.count(text) if self.tokenizer else estimate_tokens(text)
+
+    def _from_row(self, row: DatasetRow, rng: random.Random) -> Prompt:
+        if self.output_tokens is not None:
+            mean = self.output_tokens
+        elif row.max_tokens is not None:
+            mean = row.max_tokens
+        elif row.reference:
+            mean = self._count(row.reference)
+        else:
+            mean = DEFAULT_OUTPUT_TOKENS
+        contents = [m["content"] for m in row.messages] if row.messages else [row.text]
+        return Prompt(row.text, draw_length(rng, mean, self.output_stdev), self.min_tokens,
+                      input_tokens=sum(self._count(c) for c in contents),
+                      input_tokens_exact=self.tokenizer is not None, messages=row.messages)
+
+
+class PromptStream:
+    """An iterator over a prompt source that can be filled ahead, before a level starts.
+
+    Exact-length prompts cost a tokenizer pass each (about 1 ms per 1,000 characters on a
+    busy 2-core box, holding the GIL); made ahead, that cost stays out of the level's
+    send path and its ``send_lag_ms``.
+    """
+
+    def __init__(self, source) -> None:
+        self._source = iter(source)
+        self._ready: collections.deque = collections.deque()
+
+    def __iter__(self) -> "PromptStream":
+        return self
+
+    def __next__(self):
+        return self._ready.popleft() if self._ready else next(self._source)
+
+    def prompt(self, index: int):
+        """The next prompt (or session). One process takes the run's requests in order,
+        so this is request ``index``'s (a session's later turns take indexes of their own)."""
+        return next(self)
+
+    def prefill(self, count: int) -> None:
+        """Make sure ``count`` prompts are ready."""
+        while len(self._ready) < count:
+            self._ready.append(next(self._source))
+
+
+def prefill_count(load, stop) -> int:
+    """Prompts a level will likely take: its request count (plus warm-up), an open loop's
+    rate × duration, else a modest 1,000; at most 50,000."""
+    expected = stop.requests_for(load)
+    if expected is None:
+        rate = getattr(load, "rate", None)
+        expected = math.ceil(rate * stop.duration_s) if rate else 1000
+    return min(50_000, expected + stop.warmup)
+
+
+def _row_at(rows: tuple[DatasetRow, ...], seed: int, index: int,
+            replacement: bool) -> DatasetRow:
+    """Row of request ``index``: an independent seeded draw, or its place in a seeded
+    shuffle of its pass (pass ``index // len(rows)``)."""
+    if replacement:
+        return rows[random.Random(f"{seed}/row/{index}").randrange(len(rows))]
+    return rows[_pass_order(len(rows), seed, index // len(rows))[index % len(rows)]]
+
+
+@functools.lru_cache(maxsize=4)
+def _pass_order(n: int, seed: int, pass_index: int) -> tuple[int, ...]:
+    order = list(range(n))
+    random.Random(f"{seed}/pass/{pass_index}").shuffle(order)
+    return tuple(order)
+
+
+def _sampled(rows: tuple[DatasetRow, ...], rng: random.Random,
+             replacement: bool) -> Iterator[DatasetRow]:
+    """Seeded draws: independent (with replacement) or shuffled passes (without)."""
+    if replacement:
+        while True:
+            yield rows[rng.randrange(len(rows))]
+    order = list(range(len(rows)))
+    while True:
+        rng.shuffle(order)
+        for i in order:
+            yield rows[i]
 
 
 def load_prompt_file(path: str | Path) -> tuple[str, ...]:
     """JSONL, one prompt a line: ``{"prompt": "..."}`` / ``{"text": ...}`` or a bare JSON string."""
-    path = Path(path)
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"cannot read prompts file {path}: {exc.strerror}") from None
-    texts = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise ConfigError(f"{path}:{lineno}: not valid JSON; each line must be "
-                              '{"prompt": "..."} or a JSON string') from None
-        text = obj if isinstance(obj, str) else (
-            obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None)
-        if not isinstance(text, str) or not text:
-            raise ConfigError(f'{path}:{lineno}: expected {{"prompt": "..."}} or a JSON string')
-        texts.append(text)
-    if not texts:
-        raise ConfigError(f"{path}: no prompts found (one JSON object per line)")
-    return tuple(texts)
+    return tuple(row.text for row in load_dataset(path, "jsonl").rows)

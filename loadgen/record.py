@@ -25,10 +25,19 @@ class Prompt:
     max_tokens: int = 128
     # Optional: ask for at least this many tokens (vLLM ``min_tokens``) so lengths are fixed.
     min_tokens: int | None = None
-    # Approximate input length, when the prompt was synthesised to a token count.
+    # Input length as counted locally: exact with a tokenizer (``input_tokens_exact``),
+    # else an estimate (synthetic word count, or characters / 4).
     input_tokens: int | None = None
     # Free-form tag carried into results (e.g. a fidelity question id).
     tag: str | None = None
+    input_tokens_exact: bool = False
+    # Chat history to send instead of one user message (datasets with ``messages``,
+    # multi-turn sessions); ``text`` then holds the last user message, for targets that
+    # take plain text.
+    messages: tuple[dict, ...] | None = None
+    # Multi-turn sessions: which session (0, 1, ...) and which turn (1, 2, ...).
+    session: int | None = None
+    turn: int | None = None
 
 
 @dataclass(slots=True)
@@ -64,6 +73,13 @@ class RequestRecord:
     tag: str | None = None
     # Sequence number within the run, sent as ``X-Request-Id`` so server logs can be matched.
     request_id: int = 0
+    # ``input_tokens`` above is the local count (see Prompt); the server's own numbers
+    # (``usage.prompt_tokens`` and ``usage.prompt_tokens_details.cached_tokens``) when sent.
+    input_tokens_exact: bool = False
+    server_input_tokens: int | None = None
+    cached_tokens: int | None = None
+    session: int | None = None
+    turn: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 from .config import RequestOptions
 from .errors import ConfigError
-from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource
+from .workload import WorkloadSettings
 
-# Measured requests per level when neither a request count nor a duration is given (CLI).
-DEFAULT_REQUESTS = 20
 # What one worker process is asked to drive at most when ``workers="auto"`` sizes a run.
 STREAMS_PER_WORKER = 256
 ARRIVALS_PER_S_PER_WORKER = 50.0
@@ -95,7 +95,8 @@ class RunConfig:
     stop: StopRule
     target: TargetConfig = TargetConfig()
     options: RequestOptions = RequestOptions()
-    prompts: PromptSource = PromptSource()
+    prompts: PromptSource | None = None  # None: the workload's (synthetic, dataset, trace)
+    workload: WorkloadSettings = WorkloadSettings()
     server_metrics_interval_s: float | None = 1.0  # None: don't sample vLLM /metrics
     workers: Workers = 1
     ray: str | None = None
@@ -110,6 +111,26 @@ class RunConfig:
     def with_target(self, url: str) -> "RunConfig":
         """The same run aimed at ``url`` (the simulator's, once it is started)."""
         return dataclasses.replace(self, target=dataclasses.replace(self.target, url=url))
+
+    def for_workers(self, prompts: Any) -> "RunConfig":
+        """This run for worker processes: ``prompts`` (a :class:`PromptSource`) with one
+        salt, chosen here, so every worker makes the same prompt for a request index.
+        What cannot be split across processes yet is a one-line error."""
+        workload = self.workload
+        unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
+                        (getattr(prompts, "turns", 1) > 1, "--turns > 1"),
+                        (workload.profile, "--profile"),
+                        (self.stop.ramp_up_s, "--ramp-up"),
+                        (workload.slos, "--slo"),
+                        (workload.save_requests or workload.hdr_log,
+                         "--save-requests/--hdr-log")]
+        given = [flag for bad, flag in unsplittable if bad]
+        if given:
+            raise ConfigError(f"{', '.join(given)} run in one process only: drop "
+                              "--workers/--ray (or use --workers 1)")
+        if prompts.salt is None:
+            prompts = dataclasses.replace(prompts, salt=secrets.token_hex(3) + "-")
+        return dataclasses.replace(self, prompts=prompts)
 
     def worker_count(self, cores: int | None = None) -> int:
         """How many workers generate the load (``auto`` resolved against ``cores``)."""

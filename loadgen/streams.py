@@ -31,6 +31,15 @@ class StreamParser(Protocol):
     def close(self, now_ns: int, cut_short: bool = False) -> None: ...
 
 
+def record_prompt_usage(record: RequestRecord, usage: dict) -> None:
+    """The server's prompt token count and, when it reports one, its prefix-cache hits."""
+    if isinstance(usage.get("prompt_tokens"), int):
+        record.server_input_tokens = usage["prompt_tokens"]
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        record.cached_tokens = details["cached_tokens"]
+
+
 def _choice_text(choice: dict) -> str | None:
     """Generated text of one streamed choice: chat delta content/reasoning, or completion text."""
     delta = choice.get("delta")
@@ -97,8 +106,7 @@ class OpenAIStreamParser:
                     self._running_usage = tokens
                 else:
                     self._final_usage = tokens
-            if usage.get("prompt_tokens") is not None:
-                self.record.input_tokens = usage["prompt_tokens"]
+            record_prompt_usage(self.record, usage)
         error = obj.get("error")
         if error is not None:
             message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
@@ -145,7 +153,6 @@ def parse_openai_body(record: RequestRecord, body: bytes, now_ns: int, keep_text
         record.output_tokens, record.tokens_source = usage["completion_tokens"], TOKENS_FROM_USAGE
     else:
         record.output_tokens, record.tokens_source = 1, TOKENS_ESTIMATED
-    if usage.get("prompt_tokens") is not None:
-        record.input_tokens = usage["prompt_tokens"]
+    record_prompt_usage(record, usage)
     if keep_text:
         record.text = text or ""

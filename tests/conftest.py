@@ -77,6 +77,26 @@ def script_status(monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def tokenizer_path(tmp_path_factory):
+    """A small byte-level BPE tokenizer trained here on a tiny corpus (no downloads)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from loadgen.prompts import _WORDS
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [" ".join(_WORDS[i:] + _WORDS[:i]) for i in range(0, len(_WORDS), 3)]
+    corpus += ["request 123: 456 789 shared prefix", "the user asks a question about tokens"]
+    tokenizer.train_from_iterator(corpus, trainer)
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
 def ray_cluster():
     """One real local Ray cluster for the session (2 CPUs), started on first use."""
     ray = pytest.importorskip("ray", reason="Ray tests need loadgen[ray] (in the test extra)")

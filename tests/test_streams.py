@@ -39,7 +39,7 @@ def test_role_chunk_does_not_count_as_first_token():
                (31, final_usage(2)), (32, b"data: [DONE]\n\n")])
     assert rec.content_ns == [20, 30]
     assert rec.output_tokens == 2 and rec.tokens_source == TOKENS_FROM_USAGE
-    assert rec.text == "Hi!" and rec.input_tokens == 3 and rec.ok
+    assert rec.text == "Hi!" and rec.server_input_tokens == 3 and rec.ok
 
 
 def test_usage_beats_chunk_count():
@@ -99,4 +99,4 @@ def test_non_streaming_body():
                          "usage": {"prompt_tokens": 4, "completion_tokens": 7}})
     parse_openai_body(rec, body, 50, keep_text=True)
     assert rec.content_ns == [50] and rec.end_ns == 50
-    assert rec.output_tokens == 7 and rec.text == "hello" and rec.input_tokens == 4
+    assert rec.output_tokens == 7 and rec.text == "hello" and rec.server_input_tokens == 4

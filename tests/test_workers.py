@@ -31,7 +31,8 @@ from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
 from loadgen.metrics import decode_histogram
 from loadgen.prompts import PromptSource
 from loadgen.simulator import SimProfile
-from loadgen.runconfig import DEFAULT_REQUESTS, RunConfig, TargetConfig, auto_workers
+from loadgen.runconfig import RunConfig, TargetConfig, auto_workers
+from loadgen.workload import WorkloadSettings
 from loadgen.workers.split import worker_level
 
 LOADGEN = [sys.executable, "-m", "loadgen.cli"]
@@ -46,9 +47,10 @@ def test_cli_defaults_are_the_dataclass_defaults():
     loads = build_loads(kw.pop("concurrency"), kw["rate"], kw["arrival"], kw["max_in_flight"],
                         kw["max_rate"], kw["seed"])
     config = run_config_from(loads, kw)
-    assert config == RunConfig(loads=(ConstantConcurrency(1),),
-                               stop=StopRule(requests=DEFAULT_REQUESTS))
-    assert config.options == RequestOptions() and config.prompts == PromptSource()
+    assert config == RunConfig(loads=(ConstantConcurrency(1),), stop=StopRule())
+    assert config.options == RequestOptions() and config.workload == WorkloadSettings()
+    assert config.prompts is None  # the workload's: synthetic prompts of the default length
+    assert config.workload.prompt_source() == PromptSource(output_tokens=None)
 
 
 def test_run_config_pickles_whole():
@@ -371,3 +373,57 @@ def test_ray_without_the_extra_says_how_to_install_it(sim_url, tmp_path, monkeyp
                                     "local", "--out", str(tmp_path / "r.json")])
     assert done.exit_code == 2
     assert done.output.strip() == "Error: --ray needs Ray: pip install 'loadgen[ray]'"
+
+
+# ------------------------------------------------------- workloads (issue 10) with workers
+
+
+def test_prompt_by_index_is_the_same_in_every_process_and_draws_per_index(tmp_path):
+    source = PromptSource(input_tokens=40, output_tokens=30, input_stdev=8, output_stdev=6,
+                          seed=5, salt="run-")
+    # A fresh copy (a worker's unpickled config) makes the same prompt for every index.
+    copy = pickle.loads(pickle.dumps(source))
+    prompts = [source.prompt(i) for i in range(40)]
+    assert prompts == [copy.prompt(i) for i in reversed(range(40))][::-1]
+    assert len({p.max_tokens for p in prompts}) > 3  # the stdev draws differ per index
+    assert len({p.text.split()[0] for p in prompts}) == 40  # no two share a first token
+    assert PromptSource(seed=6, salt="run-", input_stdev=8).prompt(3) != PromptSource(
+        seed=5, salt="run-", input_stdev=8).prompt(3)
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"row {i}"}) + "\n" for i in range(7)))
+    rows = WorkloadSettings(dataset=str(path), seed=2).prompt_source()
+    first_pass = [rows.prompt(i).text for i in range(7)]
+    assert sorted(first_pass) == [f"row {i}" for i in range(7)]  # a pass: each row once
+    assert first_pass != [f"row {i}" for i in range(7)]  # shuffled with the seed
+
+
+def test_run_config_for_workers_picks_one_salt_in_the_parent():
+    config = RunConfig(loads=(ConstantConcurrency(2),), stop=StopRule(requests=4), workers=2)
+    ready = config.for_workers(PromptSource())
+    assert ready.prompts.salt  # chosen once here: every worker makes the same prompts
+    assert ready.for_workers(ready.prompts).prompts.salt == ready.prompts.salt
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["run", "--turns", "2", "--api", "chat"], "--turns > 1"),
+    (["run", "--ramp-up", "1"], "--ramp-up"),
+    (["run", "--slo", "ttft_ms<=500"], "--slo"),
+    (["sweep", "--profile", "saturation"], "--profile"),
+])
+def test_workloads_one_process_features_with_workers_are_one_line_errors(tmp_path, flags, named):
+    from click.testing import CliRunner
+    from loadgen.cli import cli
+
+    done = CliRunner().invoke(cli, [*flags, "--requests", "2", "--workers", "2",
+                                    "--out", str(tmp_path / "r.json")])
+    assert done.exit_code == 2, done.output
+    line = done.output.strip()
+    assert line.startswith("Error: ") and named in line and "--workers" in line
+    assert "\n" not in line and not (tmp_path / "r.json").exists()
+
+
+def test_trace_with_workers_is_a_one_line_error(tmp_path):
+    config = RunConfig(loads=(ConstantConcurrency(1),), stop=StopRule(requests=1), workers=2,
+                       workload=WorkloadSettings(trace="trace.jsonl"))
+    with pytest.raises(ConfigError, match="--trace run in one process only"):
+        config.for_workers(PromptSource())

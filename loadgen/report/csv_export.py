@@ -14,7 +14,8 @@ LEVEL_COLUMNS = (
     "output_tokens_per_s", "requests_per_s", "decode_tokens_per_s_mean",
     "decode_tokens_per_s_p50", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50",
     "itl_ms_p90", "itl_ms_p99", "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p99",
-    "cost_per_million_output_tokens", "client_saturated")
+    "cost_per_million_output_tokens", "client_saturated", "goodput_requests_per_s",
+    "goodput_output_tokens_per_s")
 FIDELITY_COLUMNS = ("simulated", "phase", "id", "category", "question", "expected",
                     "extracted", "correct", "error", "response")
 
@@ -46,6 +47,9 @@ def _level_row(summary: dict, phase: dict, level: dict) -> dict:
            "cost_per_million_output_tokens": level["cost_per_million_output_tokens"]}
     for key in ("completed", "failed", "incomplete", "dropped"):
         row[key] = requests.get(key)
+    goodput = level.get("goodput") or {}
+    row["goodput_requests_per_s"] = goodput.get("requests_per_s")
+    row["goodput_output_tokens_per_s"] = goodput.get("output_tokens_per_s")
     for key in ("duration_s", "output_tokens", "output_tokens_per_s", "requests_per_s"):
         row[key] = level.get(key)
     for column in LEVEL_COLUMNS:

@@ -125,7 +125,7 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
-                _throughput(summary), _latency(summary), _comparison(summary),
+                _throughput(summary), _latency(summary), _goodput(summary), _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
                 _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]
@@ -282,6 +282,29 @@ def _latency(summary: dict) -> Section:
               Figure("latency_throughput", "TTFT against output tokens/s per level: where "
                                            "latency starts to climb (the knee)")]
     return Section("Latency percentiles", blocks if rows else [])
+
+
+def _goodput(summary: dict) -> Section:
+    """Goodput and SLOs of runs made with --slo (definitions: loadgen.slo)."""
+    levels = [(p, lv) for p in summary["phases"] for lv in p["levels"] if lv.get("goodput")]
+    if not levels:
+        return Section("Goodput and SLOs")
+    rows = []
+    for phase, level in levels:
+        goodput = level["goodput"]
+        per_slo = "; ".join(
+            f"{s['slo']}: " + (("met" if s["met"] else "MISSED") + f" ({num(s['value'], 1)})"
+                              if s["kind"] == "percentile" else percent(s["pass_rate"]))
+            for s in goodput["per_slo"])
+        rows.append((level["label"], phase["name"], num(goodput["requests_per_s"], 3),
+                     num(goodput["output_tokens_per_s"]), percent(goodput["good_fraction"]),
+                     per_slo))
+    headers = ("level", "phase", "goodput req/s", "goodput output tok/s", "good requests",
+               "per SLO (pass rate, or percentile met)")
+    note = Paragraph("A request is good when it completed and met every per-request SLO; "
+                     "goodput counts good requests (and their output tokens) per second of "
+                     "the level's window. Percentile SLOs judge the level.")
+    return Section("Goodput and SLOs", [note, Table(headers, tuple(rows))])
 
 
 def _comparison(summary: dict) -> Section:

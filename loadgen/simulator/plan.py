@@ -72,6 +72,8 @@ class SimRequest:
     max_tokens: int
     min_tokens: int
     ignore_eos: bool
+    prompt_full: str = ""  # every message's text joined (what the prefix cache sees)
+    cached_tokens: int | None = None  # prefix-cache hits, when the profile caches
 
 
 def estimate_tokens(text: str) -> int:
@@ -87,8 +89,8 @@ def _message_text(content) -> str:
     return ""
 
 
-def _prompt_of(body: dict, api: str) -> tuple[str, int]:
-    """(text for the responder, prompt token estimate)."""
+def _prompt_of(body: dict, api: str) -> tuple[str, str]:
+    """(text for the responder, the whole prompt's text)."""
     if api == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or \
@@ -96,14 +98,14 @@ def _prompt_of(body: dict, api: str) -> tuple[str, int]:
             raise _bad_request("messages must be a non-empty list of message objects", "messages")
         texts = [_message_text(m.get("content")) for m in messages]
         users = [t for m, t in zip(messages, texts) if m.get("role") == "user"]
-        return (users[-1] if users else texts[-1]), estimate_tokens("".join(texts))
+        return (users[-1] if users else texts[-1]), "".join(texts)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str) or not prompt:
         raise _bad_request("Either prompt or prompt_embeds must be provided and non-empty.",
                            "prompt")
-    return prompt, estimate_tokens(prompt)
+    return prompt, prompt
 
 
 def _int_field(body: dict, name: str) -> int | None:
@@ -132,7 +134,8 @@ def parse_request(raw: bytes, api: str, profile: SimProfile) -> SimRequest:
         stream_options = {}
     if body.get("n", 1) != 1:
         raise _bad_request("the simulator only supports n=1", "n")
-    prompt_text, prompt_tokens = _prompt_of(body, api)
+    prompt_text, prompt_full = _prompt_of(body, api)
+    prompt_tokens = estimate_tokens(prompt_full)
     max_tokens = _int_field(body, "max_completion_tokens") if api == "chat" else None
     max_tokens = max_tokens or _int_field(body, "max_tokens")
     if max_tokens is not None and max_tokens < 1:
@@ -159,7 +162,7 @@ def parse_request(raw: bytes, api: str, profile: SimProfile) -> SimRequest:
         # vLLM only honours continuous_usage_stats together with include_usage.
         continuous_usage=include_usage and bool(stream_options.get("continuous_usage_stats")),
         prompt_text=prompt_text, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-        min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos")))
+        min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos")), prompt_full=prompt_full)
 
 
 def split_tokens(text: str) -> list[str]:

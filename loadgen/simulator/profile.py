@@ -76,6 +76,10 @@ class SimProfile:
     connection_close: bool = False
     # close keep-alive connections idle for this long (aiohttp's default 75 s; uvicorn 5 s).
     keepalive_timeout_s: float = 75.0
+    # vLLM --enable-prefix-caching with --enable-prompt-tokens-details: prompts sharing
+    # leading blocks (block_size tokens of ~4 characters) report them in
+    # usage.prompt_tokens_details.cached_tokens, and only uncached tokens pay prefill.
+    prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         problem = _first_problem(self)

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import time
 import uuid
+from dataclasses import replace
 from http import HTTPStatus
 
 from aiohttp import web
@@ -118,6 +119,9 @@ class _Handlers:
         try:
             try:
                 req = parse_request(await request.read(), api, self.profile)
+                if self.profile.prefix_caching:
+                    req = replace(req, cached_tokens=self.state.prefix_cache.match(
+                        req.prompt_full, req.prompt_tokens))
                 plan = self._plan(req, number)
             except HttpError as err:
                 return _error_response(entry, err.status, err.message, err.err_type, err.param)
@@ -170,7 +174,7 @@ class _Handlers:
 def _first_due(state: SimState, req: SimRequest, plan: Plan) -> float:
     """Loop time of the first token: TTFT (with prefill and jitter) after getting a slot."""
     profile = state.profile
-    ttft = profile.ttft_for(req.prompt_tokens)
+    ttft = profile.ttft_for(req.prompt_tokens - (req.cached_tokens or 0))
     if profile.jitter and ttft:
         ttft *= 1.0 + profile.jitter * (2.0 * plan.rng.random() - 1.0)
     return asyncio.get_running_loop().time() + ttft

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, deque
+import hashlib
+from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -41,6 +42,37 @@ class RequestLogEntry:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+class PrefixCache:
+    """Which prompt blocks the simulated server has seen (LRU, ``capacity`` blocks).
+
+    A block is ``block_size`` tokens of about 4 characters; a block is identified by its
+    text and everything before it, so only a shared *prefix* hits, as in vLLM.
+    """
+
+    def __init__(self, block_size: int, capacity: int) -> None:
+        self.block_chars = block_size * 4
+        self.block_size = block_size
+        self.capacity = capacity
+        self._blocks: OrderedDict[bytes, None] = OrderedDict()
+
+    def match(self, text: str, prompt_tokens: int) -> int:
+        """Cached tokens of this prompt's leading blocks; then remember all its blocks."""
+        digest = hashlib.blake2b(digest_size=16)
+        hits, missed = 0, False
+        for start in range(0, len(text) - self.block_chars + 1, self.block_chars):
+            digest.update(text[start:start + self.block_chars].encode())
+            key = digest.copy().digest()
+            if not missed and key in self._blocks:
+                hits += 1
+                self._blocks.move_to_end(key)
+                continue
+            missed = True
+            self._blocks[key] = None
+            if len(self._blocks) > self.capacity:
+                self._blocks.popitem(last=False)
+        return min(hits * self.block_size, prompt_tokens)
+
+
 class SimState:
     """Counters, the running/waiting slot pool, the request log and /metrics."""
 
@@ -55,6 +87,7 @@ class SimState:
         self.prompt_tokens = 0
         self.kv_tokens = 0  # prompt + generated tokens of the running requests
         self.faults: Counter[str] = Counter()
+        self.prefix_cache = PrefixCache(profile.block_size, profile.num_gpu_blocks)
         self.log: deque[RequestLogEntry] = deque(maxlen=log_size)
         self._slots = asyncio.Semaphore(profile.max_num_seqs)
         self._registry = CollectorRegistry(auto_describe=True)

@@ -51,6 +51,7 @@ class ChunkEncoder:
         self._chat = req.api == "chat"
         self._continuous = req.continuous_usage
         self._prompt_tokens = req.prompt_tokens
+        self._cached_tokens = req.cached_tokens
         self._envelope = {"id": chunk_id,
                           "object": "chat.completion.chunk" if self._chat else "text_completion",
                           "created": created, "model": model}
@@ -75,9 +76,12 @@ class ChunkEncoder:
         return obj
 
     def _usage(self, completion_tokens: int) -> dict:
-        return {"prompt_tokens": self._prompt_tokens,
-                "total_tokens": self._prompt_tokens + completion_tokens,
-                "completion_tokens": completion_tokens}
+        usage = {"prompt_tokens": self._prompt_tokens,
+                 "total_tokens": self._prompt_tokens + completion_tokens,
+                 "completion_tokens": completion_tokens}
+        if self._cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self._cached_tokens}
+        return usage
 
     def role_chunk(self) -> bytes:
         """Chat's first chunk: the assistant role and empty content (none for completions)."""
@@ -128,7 +132,9 @@ def full_response(req: SimRequest, plan: Plan, response_id: str, created: int,
     """A non-streamed chat.completion / text_completion body."""
     text = answer_text(plan)
     usage = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + plan.tokens,
-             "completion_tokens": plan.tokens, "prompt_tokens_details": None}
+             "completion_tokens": plan.tokens,
+             "prompt_tokens_details": (None if req.cached_tokens is None
+                                       else {"cached_tokens": req.cached_tokens})}
     if req.api == "chat":
         choice = {"index": 0,
                   "message": {"role": "assistant", "reasoning_content": None, "content": text,
