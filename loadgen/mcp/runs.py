@@ -45,12 +45,17 @@ RESULTS_FILE = "results.json"
 RUN_FILE = "run.json"
 LIVE_METRICS = ("ttft_ms", "itl_ms")
 LIVE_EVERY_S = 1.0
-_RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+# Time to the millisecond, so that sorting ids sorts runs by start (two runs often start
+# within one second); ids without milliseconds come from older versions.
+_RUN_ID = re.compile(r"^\d{8}-\d{6}(\.\d{3})?-[0-9a-f]{4}$")
 _COUNTS = ("completed", "failed", "incomplete", "dropped", "output_tokens")
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+    now = time.time()
+    millis = int(now * 1000) % 1000
+    return (time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f".{millis:03d}-"
+            + secrets.token_hex(2))
 
 
 class LoadProgress:
@@ -226,7 +231,7 @@ class RunManager:
     def directory_of(self, run_id: str) -> Path:
         """The directory of a run of this work directory; ConfigError when there is none."""
         if not _RUN_ID.match(run_id):
-            raise ConfigError(f"{run_id!r} is not a run id (like 20261201-093000-1a2b); "
+            raise ConfigError(f"{run_id!r} is not a run id (like 20261201-093000.250-1a2b); "
                               "list_runs shows them")
         directory = self.options.runs_dir / run_id
         if not (directory / RUN_FILE).exists():
