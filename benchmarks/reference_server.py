@@ -22,11 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
-import sys
-import time
-
 import os
 import re
+import sys
+import time
 
 import httptools
 import orjson

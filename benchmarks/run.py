@@ -64,7 +64,7 @@ def _run(coro):
     """The same event loop the CLI uses: uvloop when installed (BENCH_LOOP=asyncio: never)."""
     if os.environ.get("BENCH_LOOP") == "asyncio":
         return asyncio.run(coro)
-    from loadgen.cli_common import event_loop_run
+    from loadgen.cli.common import event_loop_run
 
     return event_loop_run(coro)
 

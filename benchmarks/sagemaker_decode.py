@@ -34,15 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test server's event-stream encoder
 
-from sagemaker_server import (  # noqa: E402
-    ACCESS_KEY, REGION, SECRET_KEY, payload_part, stream_events)
+from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, payload_part, stream_events  # noqa: E402
 
+from loadgen.codecs.event_stream import EventStreamReader  # noqa: E402
+from loadgen.codecs.openai_stream import OpenAIStreamParser  # noqa: E402
 from loadgen.config import RequestOptions  # noqa: E402
 from loadgen.record import Prompt, RequestRecord  # noqa: E402
-from loadgen.streams import OpenAIStreamParser  # noqa: E402
 from loadgen.targets.openai_http import OpenAIHTTPTarget  # noqa: E402
 from loadgen.targets.sagemaker import SageMakerTarget  # noqa: E402
-from loadgen.targets.sagemaker_events import EventStreamReader  # noqa: E402
 
 TOKENS_PER_REQUEST = 500
 TARGET_RATIO = 2.0

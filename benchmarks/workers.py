@@ -58,7 +58,7 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _loop(coro):
-    from loadgen.cli_common import event_loop_run
+    from loadgen.cli.common import event_loop_run
 
     return event_loop_run(coro)
 
@@ -150,7 +150,9 @@ def accuracy(workers: int, concurrency: int) -> dict:
 
 def machine() -> dict:
     """benchmarks/run.py's description, plus how busy the (shared) machine was."""
-    from run import machine as described  # this folder is on sys.path when run as a script
+    from run import (
+        machine as described,  # this folder is on sys.path when run as a script
+    )
 
     return {**described(), "time_utc": time.strftime("%H:%M", time.gmtime()),
             "load_average_1min_at_start": round(os.getloadavg()[0], 2)}

@@ -17,9 +17,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
+from .atomic import check_writable
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
-from .atomic import check_writable
 from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, PromptStream, prefill_count
@@ -124,7 +124,7 @@ async def _server_facts(target: Target) -> dict | None:
     info = target.describe()
     if info.get("kind") != "openai-http":
         return None  # SageMaker keeps /metrics inside the container: facts come from deploys
-    from .server_metrics import fetch_server_facts
+    from .vllm.server_metrics import fetch_server_facts
 
     try:
         facts = await fetch_server_facts(info["url"], timeout_s=5.0)
@@ -138,7 +138,7 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
     """One level, with the server's /metrics sampled alongside it when there is a URL."""
     if sample_url is None:
         return await run_level(target, load, watchers=watchers, **kwargs)
-    from .server_metrics import ServerMetricsSampler
+    from .vllm.server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, interval_s)
     level = await run_level(target, load, watchers=(sampler, *watchers), **kwargs)
@@ -152,7 +152,7 @@ async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: 
     """One level on every worker; the parent samples the server's /metrics meanwhile."""
     if sample_url is None:
         return await pool.level(index, load, config.stop, control, on_progress)
-    from .server_metrics import ServerMetricsSampler
+    from .vllm.server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
     async with TaskGroup() as tg:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from .record import Prompt
 
 APIS = ("chat", "completions")
 # How HTTP requests go out: "stream" (loadgen's own asyncio.Protocol transport, the default)
@@ -35,28 +32,3 @@ class RequestOptions:
     timeouts: Timeouts = Timeouts()
     transport: str = "stream"  # HTTP targets: one of TRANSPORTS
 
-
-def openai_body(prompt: Prompt, options: RequestOptions, model: str | None) -> dict[str, Any]:
-    """The OpenAI chat/completions request body for one prompt (also sent through SageMaker)."""
-    body: dict[str, Any] = {
-        "max_tokens": prompt.max_tokens,
-        "temperature": options.temperature,
-        "stream": options.stream,
-    }
-    if model:
-        body["model"] = model
-    if options.api == "chat":
-        body["messages"] = (list(prompt.messages) if prompt.messages
-                            else [{"role": "user", "content": prompt.text}])
-    else:
-        body["prompt"] = prompt.text
-    if options.stream:
-        stream_options = {"include_usage": True}
-        if options.continuous_usage:
-            stream_options["continuous_usage_stats"] = True
-        body["stream_options"] = stream_options
-    if options.ignore_eos:
-        body["ignore_eos"] = True
-    if prompt.min_tokens is not None:
-        body["min_tokens"] = prompt.min_tokens
-    return body

@@ -12,8 +12,8 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
-import math
 import itertools
+import math
 import random
 import secrets
 from dataclasses import dataclass, replace

@@ -20,7 +20,6 @@ from .engine import LevelResult
 from .errors import LoadgenError
 from .metrics import ALL_METRICS, LevelMetrics
 
-
 HISTOGRAM_UNITS = {name: "milli_tokens_per_s" if name == "decode_tokens_per_s" else "us"
                    for name in ALL_METRICS}
 

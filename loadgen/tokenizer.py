@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from .errors import ConfigError
 
 INSTALL_HINT = "pip install 'loadgen[tokenizer]'"

@@ -8,7 +8,6 @@ import urllib.request
 
 import boto3
 from botocore.exceptions import ClientError
-
 from moto.server import ThreadedMotoServer
 
 _LEAKY_VARIABLES = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_REGION",

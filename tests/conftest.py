@@ -6,8 +6,8 @@ Sync tests get a URL and talk to it with their own ``asyncio.run(...)`` client c
 from __future__ import annotations
 
 import pytest
-
 from aws_env import start_moto
+
 from loadgen.simulator import SimProfile, SimulatorThread
 
 # Quick default for the whole session: 20 ms TTFT, 2 ms ITL.

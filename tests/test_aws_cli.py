@@ -11,8 +11,8 @@ import pytest
 from aws_env import isolate_aws, reset_moto
 from click.testing import CliRunner
 
-from loadgen import cli_endpoint
-from loadgen.cli_endpoint import endpoint, facts, parse_env, parse_tags
+from loadgen.cli import endpoint as cli_endpoint
+from loadgen.cli.endpoint import endpoint, facts, parse_env, parse_tags
 from loadgen.errors import ConfigError
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"

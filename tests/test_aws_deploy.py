@@ -15,7 +15,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import write_endpoint_log, isolate_aws, reset_moto
+from aws_env import isolate_aws, reset_moto, write_endpoint_log
 from botocore.exceptions import ClientError
 from moto.sagemaker.models import sagemaker_backends
 

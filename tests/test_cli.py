@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
 
 LEVEL_KEYS = {"load", "requests", "duration_s", "output_tokens", "input_tokens",

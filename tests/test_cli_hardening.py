@@ -17,7 +17,7 @@ import urllib.request
 
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
 
 SLOW = SimProfile(ttft_s=0.01, itl_s=0.05)  # 40 tokens take ~2 s: levels that can be stopped
@@ -289,7 +289,7 @@ def test_help_imports_no_heavy_libraries_and_lists_every_command():
 def test_every_lazy_command_resolves_to_its_command():
     import click
 
-    from loadgen.cli import LAZY_COMMANDS
+    from loadgen.cli.main import LAZY_COMMANDS
 
     with click.Context(cli) as ctx:
         for name in LAZY_COMMANDS:

@@ -8,12 +8,22 @@ import pytest
 from click.testing import CliRunner
 from report_fixtures import BF16_SEED, QAT_SEED, l4_study, make_fidelity, write_study
 
-from loadgen.cli_report import compare as compare_command
-from loadgen.compare import (VERDICT_DRIFT, VERDICT_OK, bootstrap_ratio_ci, compare_fidelity,
-                             compare_levels, compare_runs, drift_check, format_comparison,
-                             mismatch_line, ratio, relative_difference)
+from loadgen.cli.report import compare as compare_command
 from loadgen.errors import ConfigError
 from loadgen.fidelity import ARITHMETIC, FidelityResult, Question, score_response
+from loadgen.report.compare import (
+    VERDICT_DRIFT,
+    VERDICT_OK,
+    bootstrap_ratio_ci,
+    compare_fidelity,
+    compare_levels,
+    compare_runs,
+    drift_check,
+    format_comparison,
+    mismatch_line,
+    ratio,
+    relative_difference,
+)
 
 
 def _one_question_run(response: str) -> FidelityResult:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.cost import check_price, cost_per_million_tokens, tokens_per_dollar
 from loadgen.errors import ConfigError
+from loadgen.report.cost import check_price, cost_per_million_tokens, tokens_per_dollar
 
 L4_PRICE = 1.1267  # ml.g6.xlarge, us-east-2, $/h
 

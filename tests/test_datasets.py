@@ -9,7 +9,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.datasets import load_dataset
 from loadgen.errors import ConfigError
 from loadgen.prompts import PromptSource

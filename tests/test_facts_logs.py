@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli_endpoint import facts as facts_command
-from loadgen.facts import FACT_KEYS, ServerFacts, format_facts_table, parse_startup_log, strip_ansi
+from loadgen.cli.endpoint import facts as facts_command
+from loadgen.vllm.facts import (
+    FACT_KEYS,
+    ServerFacts,
+    format_facts_table,
+    parse_startup_log,
+    strip_ansi,
+)
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 EXPECTED = json.loads((LOGS / "expected.json").read_text())

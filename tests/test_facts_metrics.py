@@ -11,10 +11,14 @@ import pytest
 from aiohttp import web
 from click.testing import CliRunner
 
-from loadgen.cli_endpoint import facts as facts_command
+from loadgen.cli.endpoint import facts as facts_command
 from loadgen.errors import TargetError
-from loadgen.facts import FACT_KEYS, facts_from_metrics, load_gauges, parse_metrics
-from loadgen.server_metrics import ServerMetricsSampler, fetch_server_facts, metrics_url
+from loadgen.vllm.facts import FACT_KEYS, facts_from_metrics, load_gauges, parse_metrics
+from loadgen.vllm.server_metrics import (
+    ServerMetricsSampler,
+    fetch_server_facts,
+    metrics_url,
+)
 
 METRICS = Path(__file__).parent / "fixtures" / "vllm_metrics"
 OLD = (METRICS / "vllm-0.8.5.metrics.txt").read_text()

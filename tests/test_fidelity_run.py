@@ -8,8 +8,12 @@ import pytest
 
 from loadgen.config import RequestOptions
 from loadgen.errors import ConfigError
-from loadgen.fidelity import (fidelity_options, generate_questions, make_simulated_responder,
-                              run_fidelity)
+from loadgen.fidelity import (
+    fidelity_options,
+    generate_questions,
+    make_simulated_responder,
+    run_fidelity,
+)
 from loadgen.record import Prompt, RequestRecord
 from loadgen.simulator import SimProfile
 from loadgen.targets import open_target

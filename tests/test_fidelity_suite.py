@@ -7,10 +7,22 @@ import re
 
 import pytest
 
-from loadgen.fidelity import (ARITHMETIC, CAPITAL, L4_SIMULATED_SEEDS, MULTIPLICATION,
-                              FidelityResult, Question, extract_capital, extract_number,
-                              generate_questions, is_correct, load_capitals,
-                              make_simulated_responder, normalize_name, score_response)
+from loadgen.fidelity import (
+    ARITHMETIC,
+    CAPITAL,
+    L4_SIMULATED_SEEDS,
+    MULTIPLICATION,
+    FidelityResult,
+    Question,
+    extract_capital,
+    extract_number,
+    generate_questions,
+    is_correct,
+    load_capitals,
+    make_simulated_responder,
+    normalize_name,
+    score_response,
+)
 
 
 def _question(category: str, seed: int = 0):

@@ -12,15 +12,15 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from raw_http_server import RawServer, Script, chunked, sse_head
 
+from loadgen.codecs.http1 import RequestHead, ResponseReader
+from loadgen.codecs.openai_response import OpenAIResponse
+from loadgen.codecs.openai_stream import OpenAIStreamParser
 from loadgen.config import RequestOptions
 from loadgen.record import Prompt, RequestRecord
-from loadgen.streams import OpenAIStreamParser
 from loadgen.targets.base import open_target
-from loadgen.targets.http1 import RequestHead, ResponseReader
 from loadgen.targets.openai_http import OpenAIHTTPTarget
-from loadgen.targets.openai_response import OpenAIResponse
-from raw_http_server import RawServer, Script, chunked, sse_head
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=4)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule, waves_warning
 
 

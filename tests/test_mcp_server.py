@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from mcp_session import call, call_error, poll_until, poll_until_ended, session
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.mcp.options import ServerOptions
 from loadgen.mcp.redact import scrub, secret_values
 from loadgen.results import format_table

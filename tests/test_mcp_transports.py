@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mcp import StdioServerParameters
 from mcp_session import call, session
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.mcp.options import parse_http_address
 
 LOADGEN = [sys.executable, "-m", "loadgen.cli"]

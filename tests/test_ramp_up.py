@@ -11,7 +11,7 @@ import orjson
 from click.testing import CliRunner
 
 import loadgen
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.load import ArrivalRate, ramped
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from report_fixtures import L4_PRICE, l4_study, write_study
 
-from loadgen.cli_report import report as report_command
+from loadgen.cli.report import report as report_command
 from loadgen.errors import ConfigError
 from loadgen.report import parse_formats, report_directory, write_reports
 from loadgen.report.markdown import escape as md_escape
@@ -186,8 +186,9 @@ def test_a_phase_that_measured_nothing_still_renders(tmp_path):
 
 def test_non_streaming_phases_are_called_out(tmp_path):
     """A phase measured without streaming says that its TTFT is the whole latency."""
-    from loadgen.report import write_reports
     from report_fixtures import l4_study
+
+    from loadgen.report import write_reports
 
     results = l4_study()[:2]
     results[1]["target"]["stream"] = False
@@ -199,7 +200,7 @@ def test_non_streaming_phases_are_called_out(tmp_path):
 
 def test_report_on_a_plain_sweep_results_file(sim_url, tmp_path):
     """`loadgen report FILE.json` on what `loadgen sweep --out` wrote: no study sections."""
-    from loadgen.cli import cli
+    from loadgen.cli.main import cli
 
     results = tmp_path / "sweep.json"
     run = CliRunner().invoke(cli, ["sweep", "--target", sim_url, "--concurrency", "1,2",

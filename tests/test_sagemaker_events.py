@@ -19,9 +19,9 @@ from sagemaker_server import (
     stream_events,
 )
 
+from loadgen.codecs.event_stream import EventStreamReader, FrameSplitter
+from loadgen.codecs.sagemaker_formats import make_stream_parser
 from loadgen.record import TOKENS_FROM_USAGE, RequestRecord
-from loadgen.targets.sagemaker_events import EventStreamReader, FrameSplitter
-from loadgen.targets.sagemaker_formats import make_stream_parser
 
 
 def read(frames: bytes, reads: list[bytes] | None = None, payload_format: str = "openai"):

@@ -9,15 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sagemaker_server import expected_text, stream_events, whole_body
 
-from loadgen.config import RequestOptions
-from loadgen.record import TOKENS_ESTIMATED, TOKENS_FROM_USAGE, Prompt, RequestRecord
-from loadgen.targets.sagemaker_formats import (
+from loadgen.codecs.sagemaker_formats import (
     AutoStreamParser,
     make_stream_parser,
     parse_body,
     request_body,
     sniff_format,
 )
+from loadgen.config import RequestOptions
+from loadgen.record import TOKENS_ESTIMATED, TOKENS_FROM_USAGE, Prompt, RequestRecord
 
 N_TOKENS = 7
 

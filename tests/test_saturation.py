@@ -6,7 +6,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.saturation import saturation_rates
 
 

@@ -15,8 +15,14 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import write_endpoint_log, isolate_aws, reset_moto
-from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer, ServerConfig
+from aws_env import isolate_aws, reset_moto, write_endpoint_log
+from sagemaker_server import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    SageMakerTestServer,
+    ServerConfig,
+)
 
 from loadgen.engine import RunControl
 from loadgen.scenario import RunOptions, load_scenario, run_scenario

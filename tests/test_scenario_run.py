@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.engine import RunControl
 from loadgen.errors import ConfigError
 from loadgen.scenario import RunOptions, load_scenario, run_scenario

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.errors import ConfigError
 from loadgen.scenario import ScenarioError, check_file, load_scenario
 from loadgen.scenario.loader import check_text

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import loadgen
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
 from loadgen.tokenizer import estimate_tokens
 

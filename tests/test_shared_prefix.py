@@ -7,9 +7,9 @@ import asyncio
 import orjson
 
 import loadgen
+from loadgen.codecs.openai_stream import OpenAIStreamParser
 from loadgen.record import RequestRecord
 from loadgen.simulator import SimProfile
-from loadgen.streams import OpenAIStreamParser
 
 
 def test_parser_records_cached_tokens_apart_from_prompt_tokens():

@@ -13,9 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadgen.cli.simulator import mock_server_command
 from loadgen.errors import ConfigError
-from loadgen.simulator import (PROFILES, SimProfile, mock_server_command, simulator_process,
-                               split_tokens, start_simulator)
+from loadgen.simulator import (
+    PROFILES,
+    SimProfile,
+    simulator_process,
+    split_tokens,
+    start_simulator,
+)
 from loadgen.simulator.clock import TokenClock
 from loadgen.simulator.plan import SimRequest, plan_response
 from loadgen.simulator.state import RequestLogEntry, SimState
@@ -365,8 +371,8 @@ def test_child_process_runner_serves_and_stops():
 
 
 def test_loadgens_own_stream_parser_reads_the_simulator(sim_url):
+    from loadgen.codecs.openai_stream import OpenAIStreamParser
     from loadgen.record import TOKENS_FROM_USAGE, RequestRecord
-    from loadgen.streams import OpenAIStreamParser
 
     body = chat_body(max_tokens=9, ignore_eos=True,
                      stream_options={"include_usage": True, "continuous_usage_stats": True})

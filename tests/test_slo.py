@@ -6,7 +6,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.errors import ConfigError
 from loadgen.metrics import LevelMetrics
 from loadgen.record import RequestRecord

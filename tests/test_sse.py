@@ -4,7 +4,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.sse import SSEDecoder
+from loadgen.codecs.sse import SSEDecoder
 
 
 def decode_in_pieces(data: bytes, cuts: list[int]) -> list[bytes]:

@@ -2,9 +2,13 @@
 
 import orjson
 
-from loadgen.record import (TOKENS_ESTIMATED, TOKENS_FROM_CONTINUOUS_USAGE, TOKENS_FROM_USAGE,
-                            RequestRecord)
-from loadgen.streams import OpenAIStreamParser, parse_openai_body
+from loadgen.codecs.openai_stream import OpenAIStreamParser, parse_openai_body
+from loadgen.record import (
+    TOKENS_ESTIMATED,
+    TOKENS_FROM_CONTINUOUS_USAGE,
+    TOKENS_FROM_USAGE,
+    RequestRecord,
+)
 
 
 def chunk(obj) -> bytes:

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.errors import ConfigError
 from loadgen.simulator import SimProfile
 from loadgen.tokenizer import load_tokenizer

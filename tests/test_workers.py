@@ -20,20 +20,21 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import loadgen
-from loadgen.cli import build_loads, run, run_config_from
+from loadgen.cli.main import build_loads, run, run_config_from
 from loadgen.config import RequestOptions
 from loadgen.engine import Share
 from loadgen.errors import ConfigError
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
 from loadgen.metrics import decode_histogram
 from loadgen.prompts import PromptSource
-from loadgen.simulator import SimProfile
 from loadgen.runconfig import RunConfig, TargetConfig, auto_workers
-from loadgen.workload import WorkloadSettings
+from loadgen.simulator import SimProfile
 from loadgen.workers.split import worker_level
+from loadgen.workload import WorkloadSettings
 
 LOADGEN = [sys.executable, "-m", "loadgen.cli"]
 
@@ -171,7 +172,8 @@ def test_a_large_final_report_arrives_whole(start_sim):
 
 def test_a_merged_result_reads_like_a_one_process_result(sim_url, tmp_path):
     from click.testing import CliRunner
-    from loadgen.cli import cli
+
+    from loadgen.cli.main import cli
 
     for workers in (1, 2):
         config = RunConfig(loads=(ConstantConcurrency(2),), stop=StopRule(requests=4),
@@ -366,7 +368,8 @@ phases:
 
 def test_ray_without_the_extra_says_how_to_install_it(sim_url, tmp_path, monkeypatch):
     from click.testing import CliRunner
-    from loadgen.cli import cli
+
+    from loadgen.cli.main import cli
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if loadgen[ray] were not installed
     done = CliRunner().invoke(cli, ["run", "--target", sim_url, "--requests", "1", "--ray",
@@ -412,7 +415,8 @@ def test_run_config_for_workers_picks_one_salt_in_the_parent():
 ])
 def test_workloads_one_process_features_with_workers_are_one_line_errors(tmp_path, flags, named):
     from click.testing import CliRunner
-    from loadgen.cli import cli
+
+    from loadgen.cli.main import cli
 
     done = CliRunner().invoke(cli, [*flags, "--requests", "2", "--workers", "2",
                                     "--out", str(tmp_path / "r.json")])

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from loadgen.cli import cli
+from loadgen.cli.main import cli
 from loadgen.errors import ConfigError
 from loadgen.prompts import PromptSource
 from loadgen.tokenizer import estimate_tokens, load_tokenizer

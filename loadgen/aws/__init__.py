@@ -12,12 +12,18 @@ thread from async code)::
     delete_deployment(dep)  # or delete_deployment("results/gemma-qat.deployment.json")
 """
 
-from .deploy import DEFAULT_INSTANCE_TYPE, DeployCancelled, DeployFailed, DeploySpec, deploy_endpoint
+from .deploy import (
+    DEFAULT_INSTANCE_TYPE,
+    DeployCancelled,
+    DeployFailed,
+    DeploySpec,
+    deploy_endpoint,
+)
 from .inventory import endpoint_status, list_deployments
 from .logs import endpoint_facts, endpoint_log_group, tail_endpoint_log
 from .record import Deployment, load_record
-from .session import AwsConfig
 from .resources import Teardown
+from .session import AwsConfig
 from .teardown import delete_deployment, delete_endpoint_named
 
 __all__ = [

@@ -22,7 +22,15 @@ from typing import Any, Mapping
 from ..errors import AwsError, ConfigError, LoadgenError
 from .errors import aws_call
 from .logs import endpoint_facts, tail_endpoint_log
-from .record import DELETED, ENDPOINT, ENDPOINT_CONFIG, MODEL, Deployment, load_record, utc_now_iso
+from .record import (
+    DELETED,
+    ENDPOINT,
+    ENDPOINT_CONFIG,
+    MODEL,
+    Deployment,
+    load_record,
+    utc_now_iso,
+)
 from .resources import (
     CREATED_BY_TAG,
     ENDPOINT_TAG,

@@ -6,8 +6,14 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import AwsError
-from .resources import CREATED_BY_TAG, ENDPOINT_TAG, RUN_ID_TAG, describe_endpoint_or_none, resource_tags
 from .errors import aws_call
+from .resources import (
+    CREATED_BY_TAG,
+    ENDPOINT_TAG,
+    RUN_ID_TAG,
+    describe_endpoint_or_none,
+    resource_tags,
+)
 from .session import AwsConfig
 
 

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from botocore.exceptions import ClientError
 
 from ..errors import AwsError
-from ..facts import ServerFacts, parse_startup_log, strip_ansi
+from ..vllm.facts import ServerFacts, parse_startup_log, strip_ansi
 from .errors import aws_call, error_code
 from .resources import describe_endpoint_or_none
 from .session import AwsConfig

@@ -52,7 +52,7 @@ class Deployment:
     aws_seconds_to_in_service: float | None = None
     deleted_at: str | None = None
     spec: Mapping[str, Any] = field(default_factory=dict)  # redacted DeploySpec
-    facts: Mapping[str, Any] | None = None  # parsed vLLM startup log (loadgen.facts keys)
+    facts: Mapping[str, Any] | None = None  # parsed vLLM startup log (loadgen.vllm.facts keys)
     log_tail: tuple[str, ...] = ()  # last CloudWatch log lines, on failure
     record_path: Path | None = field(default=None, compare=False)
 

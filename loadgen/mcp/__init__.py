@@ -12,8 +12,8 @@ Modules, read in this order:
 - :mod:`.tools_runs`, :mod:`.tools_study`, :mod:`.tools_aws`: the tools, by area.
 - :mod:`.redact`: no credential ever leaves in a tool output.
 - :mod:`.server`: wiring (tools, resources, lifespan) and the transports.
-- :mod:`.command`: the click command; imports the SDK only when it runs.
+- :mod:`loadgen.cli.mcp`: the click command; imports the SDK only when it runs.
 
-Only :mod:`.command`, :mod:`.options`, :mod:`.loadrun` and :mod:`.runs` import without
+Only :mod:`.options`, :mod:`.loadrun` and :mod:`.runs` import without
 the SDK installed.
 """

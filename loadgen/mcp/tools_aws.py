@@ -21,12 +21,12 @@ from pydantic import BaseModel, Field
 from .. import aws as control
 from ..aws import DEFAULT_INSTANCE_TYPE, DeployCancelled, DeployFailed, DeploySpec
 from ..aws.logs import endpoint_facts_now
-from ..cli_endpoint import parse_env
+from ..cli.endpoint import parse_env
 from ..errors import AwsError, ConfigError
-from ..facts import ServerFacts, format_facts_table, parse_startup_log
-from ..server_metrics import fetch_server_facts
+from ..vllm.facts import ServerFacts, format_facts_table, parse_startup_log
+from ..vllm.server_metrics import fetch_server_facts
 from .options import ServerOptions
-from .toolkit import CLOUD_CHANGE, READ_ONLY, AWS_S, bounded, refuse_without_deploy
+from .toolkit import AWS_S, CLOUD_CHANGE, READ_ONLY, bounded, refuse_without_deploy
 
 MAX_DEPLOY_WAIT_S = 3600.0
 Region = Annotated[str | None, Field(description="AWS region (default: the server's --region, "

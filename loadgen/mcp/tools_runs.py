@@ -15,9 +15,19 @@ from ..errors import ConfigError
 from ..report.files import read_json
 from ..results import format_table
 from .loadrun import SIMULATOR, LoadRequest, measure
-from .runs import (CANCELLED, COMPLETED, ENDED, LOAD, RESULTS_FILE, RUNNING, SCENARIO, LoadProgress,
-                   Run, RunManager)
-from .toolkit import READ_ONLY, QUICK_S, bounded
+from .runs import (
+    CANCELLED,
+    COMPLETED,
+    ENDED,
+    LOAD,
+    RESULTS_FILE,
+    RUNNING,
+    SCENARIO,
+    LoadProgress,
+    Run,
+    RunManager,
+)
+from .toolkit import QUICK_S, READ_ONLY, bounded
 
 MAX_WAIT_S = 300.0  # run_status's longest wait
 CANCEL_WAIT_S = 60.0  # cancel_run waits this long for the run to write what it measured

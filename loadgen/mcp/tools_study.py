@@ -10,19 +10,20 @@ from typing import Annotated, Any, Literal
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from ..cli_report import _labels
-from ..compare import compare_runs as compare_results
-from ..compare import format_comparison
+from ..cli.report import _labels
+from ..cli.scenario import describe
 from ..errors import ConfigError
+from ..report.compare import compare_runs as compare_results
+from ..report.compare import format_comparison
 from ..report.files import read_results, report_directory
-from ..scenario import RunOptions, check_file, run_scenario as run_scenario_phases
-from ..scenario.cli import describe
+from ..scenario import RunOptions, check_file
+from ..scenario import run_scenario as run_scenario_phases
 from ..scenario.params import parse_param_options
 from ..scenario.phase import COMPLETE
 from ..scenario.runner import SKIPPED
 from ..scenario.schema import Scenario
 from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager
-from .toolkit import READ_ONLY, QUICK_S, bounded, refuse_without_deploy
+from .toolkit import QUICK_S, READ_ONLY, bounded, refuse_without_deploy
 from .tools_runs import StartedRun, results_uri
 
 REPORT_S = 120.0  # building a report reads every phase file (and bootstraps CIs)

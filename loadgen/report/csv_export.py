@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Any, Sequence
 
-from ..compare import fidelity_of
+from .compare import fidelity_of
 
 LEVEL_COLUMNS = (
     "simulated", "phase", "label", "checkpoint", "level", "mode", "concurrency", "rate",

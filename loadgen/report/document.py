@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..compare import LEVEL_METRICS, mismatch_line
+from .compare import LEVEL_METRICS, mismatch_line
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
 REPORT_RATIO_METRICS = ("output_tokens_per_s", "decode_tokens_per_s", "ttft_ms_p50",

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..compare import DEFAULT_DRIFT_TOLERANCE
 from ..atomic import write_atomic
 from ..errors import ConfigError
+from .compare import DEFAULT_DRIFT_TOLERANCE
 from .csv_export import fidelity_csv, levels_csv
 from .html import render_html
 from .markdown import render_markdown
@@ -119,7 +119,10 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
 
 def _write_html(directory: Path, summary: dict, named: list[tuple[str, dict]]) -> list[Path]:
     """report.html (plots embedded) and each plot as plots/KEY.png and plots/KEY.svg."""
-    from .plots import encode, render_figures  # matplotlib is slow to import: only when drawing
+    from .plots import (  # matplotlib is slow to import: only when drawing
+        encode,
+        render_figures,
+    )
 
     figures = render_figures(summary, named)
     pngs = {key: encode(figure, "png") for key, figure in figures.items()}

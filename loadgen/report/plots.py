@@ -15,8 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter
 
-from ..compare import level_label, sweep_levels
 from ..metrics import decode_histogram
+from .compare import level_label, sweep_levels
 
 LATENCY_PLOTS = (("ttft_ms", "Time to first token"), ("itl_ms", "Inter-token latency"),
                  ("e2e_ms", "End-to-end latency"))

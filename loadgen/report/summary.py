@@ -20,10 +20,21 @@ from collections import Counter
 from typing import Any, Sequence
 
 from .. import __version__
-from ..compare import (DEFAULT_DRIFT_TOLERANCE, bootstrap_ratio_ci, compare_fidelity,
-                       compare_levels, decode_rate_ci, dig, drift_check, fidelity_of,
-                       level_label, noise_verdict, ratio, sweep_levels)
-from ..cost import check_price, cost_per_million_tokens
+from .compare import (
+    DEFAULT_DRIFT_TOLERANCE,
+    bootstrap_ratio_ci,
+    compare_fidelity,
+    compare_levels,
+    decode_rate_ci,
+    dig,
+    drift_check,
+    fidelity_of,
+    level_label,
+    noise_verdict,
+    ratio,
+    sweep_levels,
+)
+from .cost import check_price, cost_per_million_tokens
 
 SCHEMA = "loadgen.summary/1"
 STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",

@@ -8,8 +8,8 @@
 Modules: :mod:`.schema` (file format, dataclasses), :mod:`.loader` (YAML, parameters,
 every problem with its line), :mod:`.runner` (phases in order, reports),
 :mod:`.phase` (one phase's measurements and file), :mod:`.deploy` (SageMaker
-deploy/teardown around a phase), :mod:`.simulate` (``--simulate`` profiles),
-:mod:`.cli` (``loadgen scenario``).
+deploy/teardown around a phase), :mod:`.simulate` (``--simulate`` profiles) (the ``loadgen scenario`` command is
+:mod:`loadgen.cli.scenario`).
 """
 
 from .loader import ScenarioError, check_file, load_scenario

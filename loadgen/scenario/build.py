@@ -12,9 +12,21 @@ from typing import Any
 
 from ..errors import ConfigError
 from .nodes import Block, Problem
-from .schema import (DeploySpec, FidelitySpec, FixedLength, Hardware, Measurements, Phase,
-                     RequestDefaults, Scenario, SimCheckpoint, SimulateSpec, SingleStream,
-                     SweepSpec, TargetSpec)
+from .schema import (
+    DeploySpec,
+    FidelitySpec,
+    FixedLength,
+    Hardware,
+    Measurements,
+    Phase,
+    RequestDefaults,
+    Scenario,
+    SimCheckpoint,
+    SimulateSpec,
+    SingleStream,
+    SweepSpec,
+    TargetSpec,
+)
 
 
 def build_scenario(root: Block, problems: list[Problem]) -> Scenario | None:

@@ -15,9 +15,9 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import ConfigError
+from .build import build_scenario
 from .nodes import Block, Context, Problem, line_of
 from .params import Params, substitute
-from .build import build_scenario
 from .schema import SCENARIO, Scenario
 
 

@@ -20,9 +20,18 @@ from typing import AsyncIterator, Callable, Sequence
 
 from ..engine import RunControl
 from ..errors import ConfigError, LoadgenError
-from ..server_metrics import fetch_server_facts
-from .phase import (COMPLETE, FAILED, INTERRUPTED, Endpoint, Measurer, PhaseDoc, is_complete,
-                    phase_file, read_phase_file)
+from ..vllm.server_metrics import fetch_server_facts
+from .phase import (
+    COMPLETE,
+    FAILED,
+    INTERRUPTED,
+    Endpoint,
+    Measurer,
+    PhaseDoc,
+    is_complete,
+    phase_file,
+    read_phase_file,
+)
 from .schema import Phase, Scenario
 
 Log = Callable[[str], None]

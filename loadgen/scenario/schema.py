@@ -15,13 +15,23 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
 from ..prompts import PromptSource
 from ..runconfig import TargetConfig, default
-from ..targets.sagemaker_formats import PAYLOAD_FORMATS
 from ..simulator.profile import SimProfile
-from .nodes import Boolean, Integer, IntegerList, ListOf, MapOf, Number, Section, Text, TextMap
+from .nodes import (
+    Boolean,
+    Integer,
+    IntegerList,
+    ListOf,
+    MapOf,
+    Number,
+    Section,
+    Text,
+    TextMap,
+)
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
 

@@ -7,10 +7,14 @@ what it sent (``/sim/stats``, ``/sim/log``) so benchmarks can check client timin
 See :class:`SimProfile` for the timing model.
 """
 
-from .cli import mock_server_command
 from .plan import Responder, estimate_tokens, split_tokens
 from .profile import PROFILES, SimProfile, profile_named
-from .runners import (RunningSimulator, SimulatorThread, simulator_process, start_simulator)
+from .runners import (
+    RunningSimulator,
+    SimulatorThread,
+    simulator_process,
+    start_simulator,
+)
 
 __all__ = [
     "PROFILES",
@@ -19,7 +23,6 @@ __all__ = [
     "SimProfile",
     "SimulatorThread",
     "estimate_tokens",
-    "mock_server_command",
     "profile_named",
     "simulator_process",
     "split_tokens",

@@ -4,8 +4,8 @@ import sys
 
 import click
 
+from ..cli.simulator import mock_server_command
 from ..errors import LoadgenError
-from .cli import mock_server_command
 
 
 def main() -> None:

@@ -14,8 +14,19 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from .clock import TokenClock
-from .plan import (FAULT_429, FAULT_500, FAULT_DISCONNECT, FAULT_STALL, HttpError, Plan,
-                   Responder, SimRequest, error_body, parse_request, plan_response)
+from .plan import (
+    FAULT_429,
+    FAULT_500,
+    FAULT_DISCONNECT,
+    FAULT_STALL,
+    HttpError,
+    Plan,
+    Responder,
+    SimRequest,
+    error_body,
+    parse_request,
+    plan_response,
+)
 from .state import RequestLogEntry, SimState
 from .wire import DONE, ChunkEncoder, encode_pieces, full_response, models_body
 

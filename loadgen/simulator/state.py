@@ -8,8 +8,8 @@ One :class:`SimState` per running server (no globals), read by ``/sim/stats``,
 from __future__ import annotations
 
 import asyncio
-import time
 import hashlib
+import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlsplit
 
+from ..codecs.http1 import ProtocolError, ResponseHandler, ResponseReader
 from ..config import Timeouts
 from ..errors import TargetError, one_line
-from .http1 import ProtocolError, ResponseHandler, ResponseReader
 
 _RETRY = "retry"  # an exchange's outcome: send it again on a fresh connection
 _DONE = "done"

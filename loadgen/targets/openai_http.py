@@ -4,10 +4,10 @@ Two transports, chosen by ``RequestOptions.transport``:
 
 - ``stream`` (default): :mod:`.http_pool`, one ``asyncio.Protocol`` per connection; each
   socket read is timestamped once in ``data_received`` and parsed right there; the request's
-  task wakes once, at the end. Request heads are built once per run (:mod:`.http1`).
+  task wakes once, at the end. Request heads are built once per run (:mod:`loadgen.codecs.http1`).
 - ``aiohttp``: one aiohttp ``ClientSession``; one timestamp per ``iter_any`` read.
 
-Both feed the same :class:`~.openai_response.OpenAIResponse`, so they give the same records
+Both feed the same :class:`~loadgen.codecs.openai_response.OpenAIResponse`, so they give the same records
 for the same bytes. aiohttp also does the preflight (``GET /v1/models``), where its
 exceptions are mapped, at this one boundary, into one-line :mod:`loadgen.errors`.
 """
@@ -23,13 +23,14 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from ..config import APIS, TRANSPORTS, RequestOptions, openai_body
+from ..codecs.http1 import RequestHead
+from ..codecs.openai_request import openai_body
+from ..codecs.openai_response import OpenAIResponse, error_message
+from ..config import APIS, TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
-from .http1 import RequestHead
 from .base import PreparedRequest
 from .http_pool import HTTPPool, send_on_pool
-from .openai_response import OpenAIResponse, error_message
 from .session import AiohttpTransport
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}

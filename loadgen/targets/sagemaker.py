@@ -2,7 +2,7 @@
 
 Transport: aiohttp + botocore, not aiobotocore. botocore supplies credentials,
 region, endpoint resolution, SigV4 signing, error parsing and event-stream frame
-decoding (see :mod:`.sagemaker_aws`, :mod:`.sagemaker_events`); aiohttp supplies a
+decoding (see :mod:`.sagemaker_aws`, :mod:`loadgen.codecs.event_stream`); aiohttp supplies a
 fully async, pooled HTTP/1.1 keep-alive transport whose ``iter_any()`` lets us
 timestamp every socket read *before* frame decoding, exactly like the HTTP target.
 aiobotocore was considered: its newest release (3.10.0) pins
@@ -29,23 +29,28 @@ from urllib.parse import parse_qs, urlsplit
 import botocore.session
 import orjson
 
-from ..config import RequestOptions
-from ..errors import AuthError, ConfigError, TargetError
-from ..record import Prompt, RequestRecord
-from ..config import TRANSPORTS
-from .http1 import RequestHead
-from .base import PreparedRequest
-from .http_pool import HTTPPool, send_on_pool
-from .sagemaker_aws import AwsSetup, RequestSigner, host_header, resolve_region, setup_aws
-from .sagemaker_events import EventStreamReader
-from .session import AiohttpTransport
-from .sagemaker_formats import (
+from ..codecs.event_stream import EventStreamReader
+from ..codecs.http1 import RequestHead
+from ..codecs.sagemaker_formats import (
     AutoStreamParser,
     check_payload_format,
     make_stream_parser,
     parse_body,
     request_body,
 )
+from ..config import TRANSPORTS, RequestOptions
+from ..errors import AuthError, ConfigError, TargetError
+from ..record import Prompt, RequestRecord
+from .base import PreparedRequest
+from .http_pool import HTTPPool, send_on_pool
+from .sagemaker_aws import (
+    AwsSetup,
+    RequestSigner,
+    host_header,
+    resolve_region,
+    setup_aws,
+)
+from .session import AiohttpTransport
 
 SCHEME = "sagemaker"
 _ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # the API's own pattern
@@ -246,7 +251,7 @@ class SageMakerTarget:
 class SageMakerResponse:
     """One InvokeEndpoint(WithResponseStream) response -> its record (no I/O; both transports).
 
-    A 200 stream goes through :class:`.sagemaker_events.EventStreamReader` with each read's
+    A 200 stream goes through :class:`loadgen.codecs.event_stream.EventStreamReader` with each read's
     arrival time; a 200 body is parsed whole; other statuses are AWS errors, parsed by botocore.
     """
 

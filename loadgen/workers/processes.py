@@ -37,6 +37,7 @@ from .handle import WorkerDied, WorkerFailed
 from .payload import LevelReport
 from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
 
+
 def watch(loop: asyncio.AbstractEventLoop, conn: Connection, readable: Callable[[], None]) -> None:
     """Call ``readable`` when ``conn`` has data. The pipe stays blocking (uvloop makes a
     watched descriptor non-blocking): a whole message is read or written at once, and a
@@ -51,7 +52,7 @@ def watch(loop: asyncio.AbstractEventLoop, conn: Connection, readable: Callable[
 def child_main(fd: int) -> None:
     """Entry point of a worker process (``python -m loadgen.workers FD``): the run's
     configuration and this worker's share arrive first on the pipe."""
-    from ..cli_common import event_loop_run
+    from ..cli.common import event_loop_run
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)

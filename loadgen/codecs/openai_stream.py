@@ -16,7 +16,7 @@ from typing import Protocol
 
 import orjson
 
-from .record import (
+from ..record import (
     TOKENS_ESTIMATED,
     TOKENS_FROM_CONTINUOUS_USAGE,
     TOKENS_FROM_USAGE,

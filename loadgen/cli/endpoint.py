@@ -1,6 +1,6 @@
 """``loadgen endpoint deploy|status|delete|list`` and ``loadgen facts``.
 
-A thin layer over :mod:`loadgen.aws` and :mod:`loadgen.facts`. Progress goes to
+A thin layer over :mod:`loadgen.aws` and :mod:`loadgen.vllm.facts`. Progress goes to
 stderr (one rewritten line on a terminal), results to stdout. Every
 :class:`LoadgenError` becomes one ``Error: ...`` line and a non-zero exit.
 """
@@ -17,10 +17,10 @@ from typing import Any, Callable, TextIO
 
 import click
 
-from .aws import (
+from ..aws import (
     DEFAULT_INSTANCE_TYPE,
-    Deployment,
     DeployFailed,
+    Deployment,
     DeploySpec,
     delete_deployment,
     delete_endpoint_named,
@@ -29,13 +29,13 @@ from .aws import (
     list_deployments,
     load_record,
 )
-from .aws.logs import endpoint_facts_now
-from .aws.record import DELETED
-from .aws.resources import Teardown
-from .cli_common import one_line_errors
-from .errors import AwsError, ConfigError
-from .facts import ServerFacts, format_facts_table, parse_startup_log
-from .server_metrics import fetch_server_facts
+from ..aws.logs import endpoint_facts_now
+from ..aws.record import DELETED
+from ..aws.resources import Teardown
+from ..errors import AwsError, ConfigError
+from ..vllm.facts import ServerFacts, format_facts_table, parse_startup_log
+from ..vllm.server_metrics import fetch_server_facts
+from .common import one_line_errors
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

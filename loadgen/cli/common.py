@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import click
 
-from .errors import LoadgenError
+from ..errors import LoadgenError
 
 
 class UserError(click.ClickException):

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import click
 
-from .compare import compare_runs, format_comparison
-from .cli_common import one_line_errors
-from .errors import ConfigError
-from .report.files import (REPORT_FORMATS, parse_formats, read_results, report_directory,
-                            report_file)
+from ..errors import ConfigError
+from ..report.compare import compare_runs, format_comparison
+from ..report.files import (
+    REPORT_FORMATS,
+    parse_formats,
+    read_results,
+    report_directory,
+    report_file,
+)
+from .common import one_line_errors
 
 
 @click.command("report")

@@ -11,9 +11,9 @@ from dataclasses import replace
 import click
 
 from ..errors import ConfigError
-from .plan import Responder
-from .profile import PROFILES, SimProfile, profile_named
-from .runners import run_with_best_loop, start_simulator
+from ..simulator.plan import Responder
+from ..simulator.profile import PROFILES, SimProfile, profile_named
+from ..simulator.runners import run_with_best_loop, start_simulator
 
 
 def _ms(value: float | None) -> float | None:

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from .errors import LoadgenError, TargetError, one_line
+from ..errors import LoadgenError, TargetError, one_line
 from .facts import facts_from_metrics, is_vllm_metrics, load_gauges, parse_metrics
 
 SERIES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")
@@ -48,7 +48,7 @@ async def _get_metrics(session: aiohttp.ClientSession, url: str) -> dict[str, li
 
 
 async def fetch_server_facts(url: str, *, timeout_s: float = 10.0) -> dict[str, Any]:
-    """The facts dict (``loadgen.facts.FACT_KEYS``) a running server's /metrics holds.
+    """The facts dict (``loadgen.vllm.facts.FACT_KEYS``) a running server's /metrics holds.
 
     Only the KV-cache facts are there; load times and weight memory are in the
     startup log only (``loadgen facts --log``). Raises TargetError with one line.

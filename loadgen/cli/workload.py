@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import click
 
-from .datasets import FORMATS
-from .errors import ConfigError
-from .workload import WorkloadSettings
+from ..datasets import FORMATS
+from ..errors import ConfigError
+from ..workload import WorkloadSettings
 
 _OPTIONS = [
     click.option("--tokenizer", metavar="PATH", help="Local Hugging Face tokenizer directory or "

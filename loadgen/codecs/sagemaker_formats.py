@@ -1,6 +1,6 @@
 """What the model container puts inside SageMaker PayloadParts, and what it is sent.
 
-Pure sync code, no I/O. Every stream parser has the :class:`loadgen.streams.StreamParser`
+Pure sync code, no I/O. Every stream parser has the :class:`loadgen.codecs.openai_stream.StreamParser`
 shape: ``feed(chunk, now_ns)`` once per PayloadPart (with the timestamp of the socket
 read that carried it), then ``close(now_ns, cut_short)`` (``cut_short``: the transport
 failed or was cancelled, so keep what arrived without judging the stream's end).
@@ -11,7 +11,7 @@ decodes only complete units.
 Formats:
 
 ``openai``  the AWS vLLM container: vLLM's OpenAI SSE stream, passed through unchanged.
-            Parsed by :class:`loadgen.streams.OpenAIStreamParser` (the HTTP target's parser).
+            Parsed by :class:`loadgen.codecs.openai_stream.OpenAIStreamParser` (the HTTP target's parser).
 ``lmi``     DJL/LMI containers: JSON lines ``{"token": {"text": ...}}``, the last line adds
             ``generated_text``/``details``. Chat-style LMI requests stream JSON lines of
             OpenAI chunks instead; both are handled.
@@ -27,11 +27,12 @@ from typing import Any
 
 import orjson
 
-from ..config import RequestOptions, openai_body
+from ..config import RequestOptions
 from ..errors import ConfigError
 from ..record import TOKENS_ESTIMATED, TOKENS_FROM_USAGE, Prompt, RequestRecord
-from ..sse import SSEDecoder
-from ..streams import OpenAIStreamParser, StreamParser, parse_openai_body
+from .openai_request import openai_body
+from .openai_stream import OpenAIStreamParser, StreamParser, parse_openai_body
+from .sse import SSEDecoder
 
 PAYLOAD_FORMATS = ("auto", "openai", "lmi", "tgi", "raw")
 

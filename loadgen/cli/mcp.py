@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..cli_common import UserError, one_line_errors
+from ..mcp.options import DEFAULT_WORKDIR, ServerOptions, parse_http_address
 from ..simulator.runners import is_loopback
-from .options import DEFAULT_WORKDIR, ServerOptions, parse_http_address
+from .common import UserError, one_line_errors
 
 INSTALL_HINT = "loadgen mcp needs the MCP SDK: pip install 'loadgen[mcp]'"
 
@@ -46,7 +46,7 @@ def mcp_command(http_address: str | None, workdir: Path, allow_deploy: bool,
                             aws_endpoint_url=aws_endpoint_url)
     http = parse_http_address(http_address) if http_address else None
     try:
-        from .server import serve
+        from ..mcp.server import serve
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "mcp":
             raise

@@ -31,7 +31,7 @@ from botocore.eventstream import (
 
 from ..errors import one_line
 from ..record import RequestRecord
-from ..streams import StreamParser
+from .openai_stream import StreamParser
 
 _PRELUDE = struct.Struct(">III")  # total length, headers length, prelude CRC32
 _CRC = struct.Struct(">I")

@@ -16,23 +16,30 @@ from typing import Any, Callable, Sequence
 import click
 import orjson
 
-from . import __version__
-from .api import SIMULATOR
-from .api import sweep as api_sweep
-from .config import APIS, TRANSPORTS, RequestOptions, Timeouts
-from .engine import RunControl
-from .cli_common import LoadgenGroup, UserError, run_async
-from .errors import ConfigError, RunStopped
-from .cli_workload import check_level_options, workload_from_options, workload_options
-from .load import ARRIVALS, ArrivalRate, ConstantConcurrency, Load, StopRule, waves_warning
-from .prompts import PromptSource
-from .progress import PlainProgress, make_progress, run_header
-from .results import RunResult, error_kinds, format_table
-from .results_types import Results
-from .saturation import saturation_sweep
-from .runconfig import RunConfig, TargetConfig, default, parse_workers
-from .targets.sagemaker_formats import PAYLOAD_FORMATS
-from .workload import WorkloadSettings
+from .. import __version__
+from ..api import SIMULATOR
+from ..api import sweep as api_sweep
+from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
+from ..config import APIS, TRANSPORTS, RequestOptions, Timeouts
+from ..engine import RunControl
+from ..errors import ConfigError, RunStopped
+from ..load import (
+    ARRIVALS,
+    ArrivalRate,
+    ConstantConcurrency,
+    Load,
+    StopRule,
+    waves_warning,
+)
+from ..progress import PlainProgress, make_progress, run_header
+from ..prompts import PromptSource
+from ..results import RunResult, error_kinds, format_table
+from ..results_types import Results
+from ..runconfig import RunConfig, TargetConfig, default, parse_workers
+from ..saturation import saturation_sweep
+from ..workload import WorkloadSettings
+from .common import LoadgenGroup, UserError, run_async
+from .workload import check_level_options, workload_from_options, workload_options
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -307,18 +314,18 @@ def _all_errors(data: dict) -> dict[str, int]:
 
 # Commands that live in their own modules, imported when used: name -> (where, short help).
 LAZY_COMMANDS = {
-    "compare": ("loadgen.cli_report:compare", "Compare two results files: fidelity, B/A ratios."),
-    "endpoint": ("loadgen.cli_endpoint:endpoint", "Deploy, inspect and delete SageMaker "
+    "compare": ("loadgen.cli.report:compare", "Compare two results files: fidelity, B/A ratios."),
+    "endpoint": ("loadgen.cli.endpoint:endpoint", "Deploy, inspect and delete SageMaker "
                                                   "endpoints."),
-    "facts": ("loadgen.cli_endpoint:facts", "Deployment facts from vLLM (load time, KV "
+    "facts": ("loadgen.cli.endpoint:facts", "Deployment facts from vLLM (load time, KV "
                                             "cache)."),
-    "mcp": ("loadgen.mcp.command:mcp_command", "Serve loadgen's tools to an MCP client "
+    "mcp": ("loadgen.cli.mcp:mcp_command", "Serve loadgen's tools to an MCP client "
                                                "(assistants, agents)."),
-    "mock-server": ("loadgen.simulator.cli:mock_server_command", "Serve the built-in vLLM "
+    "mock-server": ("loadgen.cli.simulator:mock_server_command", "Serve the built-in vLLM "
                                                                  "simulator."),
-    "report": ("loadgen.cli_report:report", "Reports from a results file or a scenario "
+    "report": ("loadgen.cli.report:report", "Reports from a results file or a scenario "
                                             "directory."),
-    "scenario": ("loadgen.scenario.cli:scenario", "Comparison studies (A-B-A) from a "
+    "scenario": ("loadgen.cli.scenario:scenario", "Comparison studies (A-B-A) from a "
                                                   "scenario file."),
 }
 

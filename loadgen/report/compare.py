@@ -14,8 +14,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .errors import ConfigError
-from .fidelity import FidelityResult
+from ..errors import ConfigError
+from ..fidelity import FidelityResult
 
 DEFAULT_DRIFT_TOLERANCE = 0.05
 MIN_BOOTSTRAP_N = 5  # fewer observations on a side: no confidence interval
@@ -258,7 +258,7 @@ def histogram_samples(encoded: str | None, scale: float = 1e-3
     """Distinct values (in reported units) and their counts from an encoded HDR histogram."""
     if not encoded:
         return None
-    from .metrics import decode_histogram
+    from ..metrics import decode_histogram
 
     hist = decode_histogram(encoded)
     values, counts = [], []

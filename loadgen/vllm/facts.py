@@ -21,7 +21,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .errors import TargetError
+from ..errors import TargetError
 
 # The JSON keys of ``loadgen facts --json`` and of the results file's ``server`` facts.
 FACT_KEYS = (

@@ -5,7 +5,7 @@ transport (fed from ``iter_any``) drive the same :class:`OpenAIResponse`, so the
 the same records for the same bytes.
 
 - 200 with ``text/event-stream`` (streaming asked): the body goes to
-  :class:`~loadgen.streams.OpenAIStreamParser` with each read's arrival time.
+  :class:`~loadgen.codecs.openai_stream.OpenAIStreamParser` with each read's arrival time.
 - 200 to a streaming request with another content type: ``unexpected_content_type``
   (a server that ignores ``"stream": true`` would otherwise look like a truncated stream).
 - 200, not streaming: the whole body is one completion (:func:`parse_openai_body`).
@@ -18,7 +18,7 @@ import orjson
 
 from ..errors import one_line
 from ..record import RequestRecord
-from ..streams import OpenAIStreamParser, parse_openai_body
+from .openai_stream import OpenAIStreamParser, parse_openai_body
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error or unexpected body kept for its message
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 SECONDS_PER_HOUR = 3600
 TOKENS_PER_UNIT = 1_000_000

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import click
 
-from ..cli_common import UserError, run_async
 from ..engine import RunControl
 from ..errors import ConfigError
-from .loader import Checked, check_file
-from .params import parse_param_options
-from .runner import RunOptions, ScenarioRun, run_scenario
-from .schema import Scenario
+from ..scenario.loader import Checked, check_file
+from ..scenario.params import parse_param_options
+from ..scenario.runner import RunOptions, ScenarioRun, run_scenario
+from ..scenario.schema import Scenario
+from .common import UserError, run_async
 
 EXIT_PROBLEMS = 1  # validate found problems / a phase failed
 EXIT_INTERRUPTED = 130
