@@ -14,7 +14,7 @@ cheap at 1,000+ streams. ``GET /log`` returns, per request: id, read_ns, every w
 Every response is vLLM-shaped chat SSE (role chunk, one event per token, usage, ``[DONE]``).
 With ``--sagemaker`` each write is wrapped in an AWS event-stream PayloadPart frame, as
 InvokeEndpointWithResponseStream sends the AWS vLLM container's stream (signatures are not
-checked: this server scores timing, ``tests/sagemaker_server.py`` checks the protocol).
+checked: this server scores timing, ``loadgen/simulator/sagemaker_server.py`` checks the protocol).
 """
 
 from __future__ import annotations
@@ -22,15 +22,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
-import os
 import re
 import sys
 import time
 
 import httptools
 import orjson
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 _HORIZON_NS = 1_000_000
 _PROMPT_NUMBER = re.compile(rb"request (\d+):")
@@ -84,7 +81,9 @@ class Server:
         self.ttft_ns, self.itl_ns = ttft_ns, itl_ns
         self.head, self.wrap = _HEAD, _identity
         if sagemaker:
-            from sagemaker_server import payload_part  # the tests' event-stream encoder
+            from loadgen.simulator.sagemaker_server import (
+                payload_part,  # the SageMaker test server's encoder
+            )
 
             self.head, self.wrap = _SAGEMAKER_HEAD, payload_part
         self.due: list[tuple[int, int, Stream]] = []  # (due_ns, seq, stream)

@@ -6,9 +6,9 @@ Sync tests get a URL and talk to it with their own ``asyncio.run(...)`` client c
 from __future__ import annotations
 
 import pytest
-from aws_env import start_moto
 
 from loadgen.simulator import SimProfile, SimulatorThread
+from tests.helpers.aws_env import start_moto
 
 # Quick default for the whole session: 20 ms TTFT, 2 ms ITL.
 QUICK_PROFILE = SimProfile(ttft_s=0.02, itl_s=0.002)

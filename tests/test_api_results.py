@@ -8,6 +8,8 @@ import pytest
 import loadgen
 from loadgen.errors import ConfigError
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 
 def test_run_results_are_typed_and_read_back_the_same(sim_url, tmp_path):
     out = tmp_path / "r.json"

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, reset_moto
 from click.testing import CliRunner
 
 from loadgen.cli import endpoint as cli_endpoint
 from loadgen.cli.endpoint import endpoint, facts, parse_env, parse_tags
 from loadgen.errors import ConfigError
+from tests.helpers.aws_env import isolate_aws, reset_moto
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 EXPECTED = json.loads((LOGS / "expected.json").read_text())

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, reset_moto, write_endpoint_log
 from botocore.exceptions import ClientError
 from moto.sagemaker.models import sagemaker_backends
 
@@ -35,6 +34,9 @@ from loadgen.aws import (
 from loadgen.aws.errors import aws_call, map_client_error
 from loadgen.aws.logs import endpoint_facts_now, tail_endpoint_log
 from loadgen.errors import AuthError, AwsError, ConfigError
+from tests.helpers.aws_env import isolate_aws, reset_moto, write_endpoint_log
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 EXPECTED = json.loads((LOGS / "expected.json").read_text())

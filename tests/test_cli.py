@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 LEVEL_KEYS = {"load", "requests", "duration_s", "output_tokens", "input_tokens",
               "output_tokens_per_s", "requests_per_s", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms",
               "decode_tokens_per_s", "histograms", "client"}

@@ -15,10 +15,13 @@ import threading
 import time
 import urllib.request
 
+import pytest
 from click.testing import CliRunner
 
 from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 SLOW = SimProfile(ttft_s=0.01, itl_s=0.05)  # 40 tokens take ~2 s: levels that can be stopped
 

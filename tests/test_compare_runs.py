@@ -6,7 +6,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from report_fixtures import BF16_SEED, QAT_SEED, l4_study, make_fidelity, write_study
 
 from loadgen.cli.report import compare as compare_command
 from loadgen.errors import ConfigError
@@ -23,6 +22,13 @@ from loadgen.report.compare import (
     mismatch_line,
     ratio,
     relative_difference,
+)
+from tests.helpers.report_fixtures import (
+    BF16_SEED,
+    QAT_SEED,
+    l4_study,
+    make_fidelity,
+    write_study,
 )
 
 

@@ -10,6 +10,8 @@ import loadgen
 from loadgen.config import RequestOptions
 from loadgen.simulator import SimProfile
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 QUICK = dict(ttft_s=0.005, itl_s=0.001)
 
 

@@ -13,6 +13,8 @@ from loadgen.errors import AuthError
 from loadgen.record import Prompt, RequestRecord
 from loadgen.simulator import SimProfile
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 
 def sweep(url, loads, stop, **kw):
     kw.setdefault("prompts", loadgen.PromptSource(16, 8))

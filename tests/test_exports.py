@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
@@ -13,6 +14,8 @@ import loadgen
 from loadgen.metrics import ALL_METRICS, new_histogram
 from loadgen.simulator import SimProfile
 from loadgen.slo import parse_slo
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
 def sweep(url, concurrencies, requests, workload, **kw):

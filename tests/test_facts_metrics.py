@@ -20,6 +20,8 @@ from loadgen.vllm.server_metrics import (
     metrics_url,
 )
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 METRICS = Path(__file__).parent / "fixtures" / "vllm_metrics"
 OLD = (METRICS / "vllm-0.8.5.metrics.txt").read_text()
 NEW = (METRICS / "vllm-0.27.1.metrics.txt").read_text()

@@ -19,6 +19,8 @@ from loadgen.simulator import SimProfile
 from loadgen.targets import open_target
 from loadgen.targets.openai_http import OpenAIHTTPTarget
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 FAST = SimProfile(ttft_s=0.001, itl_s=0.0005)
 
 

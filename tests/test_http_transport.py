@@ -12,7 +12,6 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from raw_http_server import RawServer, Script, chunked, sse_head
 
 from loadgen.codecs.http1 import RequestHead, ResponseReader
 from loadgen.codecs.openai_response import OpenAIResponse
@@ -21,6 +20,9 @@ from loadgen.config import RequestOptions
 from loadgen.record import Prompt, RequestRecord
 from loadgen.targets.base import open_target
 from loadgen.targets.openai_http import OpenAIHTTPTarget
+from tests.helpers.raw_http_server import RawServer, Script, chunked, sse_head
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=4)
 

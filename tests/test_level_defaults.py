@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from loadgen.cli.main import cli
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule, waves_warning
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
 def test_default_requests_are_four_waves_at_least_twenty():

@@ -8,10 +8,12 @@ import textwrap
 
 import boto3
 import pytest
-from aws_env import isolate_aws, reset_moto
-from mcp_session import call, call_error, session
 
 from loadgen.mcp.options import ServerOptions
+from tests.helpers.aws_env import isolate_aws, reset_moto
+from tests.helpers.mcp_session import call, call_error, session
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"

@@ -7,14 +7,23 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
-from mcp_session import call, call_error, poll_until, poll_until_ended, session
 
 from loadgen.cli.main import cli
 from loadgen.mcp.options import ServerOptions
 from loadgen.mcp.redact import scrub, secret_values
 from loadgen.results import format_table
 from loadgen.simulator import SimProfile
+from tests.helpers.mcp_session import (
+    call,
+    call_error,
+    poll_until,
+    poll_until_ended,
+    session,
+)
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"list_endpoints", "endpoint_status", "deploy_endpoint", "delete_endpoint",

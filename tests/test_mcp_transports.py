@@ -8,12 +8,15 @@ import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 from mcp import StdioServerParameters
-from mcp_session import call, session
 
 from loadgen.cli.main import cli
 from loadgen.mcp.options import parse_http_address
+from tests.helpers.mcp_session import call, session
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 LOADGEN = [sys.executable, "-m", "loadgen.cli"]
 

@@ -8,11 +8,14 @@ import itertools
 import math
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 import loadgen
 from loadgen.cli.main import cli
 from loadgen.load import ArrivalRate, ramped
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
 def test_ramped_offsets_follow_a_linear_rate():

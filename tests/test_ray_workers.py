@@ -21,6 +21,8 @@ from loadgen.prompts import PromptSource
 from loadgen.runconfig import RunConfig, TargetConfig
 from loadgen.workers import ray_actors
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 
 def _config(url: str, *loads, stop: StopRule, workers: int = 2) -> RunConfig:
     return RunConfig(loads=loads, stop=stop, target=TargetConfig(url), workers=workers,

@@ -11,9 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from report_fixtures import L4_PRICE, l4_study
 
 from loadgen.report import write_reports
+from tests.helpers.report_fixtures import L4_PRICE, l4_study
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 CHROMIUM = next(filter(None, map(shutil.which, BROWSERS)), None)

@@ -9,12 +9,14 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from report_fixtures import L4_PRICE, l4_study, write_study
 
 from loadgen.cli.report import report as report_command
 from loadgen.errors import ConfigError
 from loadgen.report import parse_formats, report_directory, write_reports
 from loadgen.report.markdown import escape as md_escape
+from tests.helpers.report_fixtures import L4_PRICE, l4_study, write_study
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 EVIL = "bf16<script>alert('x')</script>|*"
 
@@ -186,9 +188,8 @@ def test_a_phase_that_measured_nothing_still_renders(tmp_path):
 
 def test_non_streaming_phases_are_called_out(tmp_path):
     """A phase measured without streaming says that its TTFT is the whole latency."""
-    from report_fixtures import l4_study
-
     from loadgen.report import write_reports
+    from tests.helpers.report_fixtures import l4_study
 
     results = l4_study()[:2]
     results[1]["target"]["stream"] = False

@@ -6,11 +6,11 @@ import copy
 import json
 
 import pytest
-from report_fixtures import L4_PRICE, l4_study, make_level
 
 from loadgen.report.compare import VERDICT_DRIFT, VERDICT_OK
 from loadgen.report.markdown import render_markdown
 from loadgen.report.summary import build_summary, ordered_phases
+from tests.helpers.report_fixtures import L4_PRICE, l4_study, make_level
 
 
 @pytest.fixture(scope="module")

@@ -1,3 +1,5 @@
+import pytest
+
 """`loadgen sweep --target sagemaker://...` end to end, as a user runs it (a subprocess).
 
 The SageMaker results file must have the same fields as the HTTP target's, so that
@@ -9,7 +11,14 @@ import os
 import subprocess
 import sys
 
-from sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer
+from loadgen.simulator.sagemaker_server import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    SageMakerTestServer,
+)
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 LOADGEN = [sys.executable, "-c", "from loadgen.cli import main; main()"]
 

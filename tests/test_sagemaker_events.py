@@ -1,3 +1,5 @@
+import pytest
+
 """Event-stream frames: the test encoder against botocore's decoder, and EventStreamReader.
 
 EventStreamReader turns frames into payload-parser input; exception and error frames,
@@ -10,7 +12,11 @@ import struct
 from botocore.eventstream import EventStreamBuffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sagemaker_server import (
+
+from loadgen.codecs.event_stream import EventStreamReader, FrameSplitter
+from loadgen.codecs.sagemaker_formats import make_stream_parser
+from loadgen.record import TOKENS_FROM_USAGE, RequestRecord
+from loadgen.simulator.sagemaker_server import (
     encode_message,
     error_frame,
     exception_frame,
@@ -19,9 +25,7 @@ from sagemaker_server import (
     stream_events,
 )
 
-from loadgen.codecs.event_stream import EventStreamReader, FrameSplitter
-from loadgen.codecs.sagemaker_formats import make_stream_parser
-from loadgen.record import TOKENS_FROM_USAGE, RequestRecord
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
 def read(frames: bytes, reads: list[bytes] | None = None, payload_format: str = "openai"):

@@ -7,7 +7,6 @@ mid-JSON, mid-UTF-8) and check the parsed tokens, text and counts never change.
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sagemaker_server import expected_text, stream_events, whole_body
 
 from loadgen.codecs.sagemaker_formats import (
     AutoStreamParser,
@@ -18,6 +17,7 @@ from loadgen.codecs.sagemaker_formats import (
 )
 from loadgen.config import RequestOptions
 from loadgen.record import TOKENS_ESTIMATED, TOKENS_FROM_USAGE, Prompt, RequestRecord
+from loadgen.simulator.sagemaker_server import expected_text, stream_events, whole_body
 
 N_TOKENS = 7
 

@@ -12,9 +12,12 @@ import boto3
 import botocore.exceptions
 import botocore.session
 import pytest
-from aws_env import isolate_aws
 from botocore.credentials import ReadOnlyCredentials, RefreshableCredentials
-from sagemaker_server import (
+
+from loadgen.config import RequestOptions, Timeouts
+from loadgen.errors import AuthError, ConfigError, TargetError
+from loadgen.record import TOKENS_FROM_USAGE, Prompt, RequestRecord
+from loadgen.simulator.sagemaker_server import (
     ACCESS_KEY,
     FAULT_AFTER,
     LOG_STREAM_ARN,
@@ -25,13 +28,12 @@ from sagemaker_server import (
     expected_text,
     stream_events,
 )
-
-from loadgen.config import RequestOptions, Timeouts
-from loadgen.errors import AuthError, ConfigError, TargetError
-from loadgen.record import TOKENS_FROM_USAGE, Prompt, RequestRecord
 from loadgen.targets.base import Target, open_target
 from loadgen.targets.sagemaker import SageMakerTarget
 from loadgen.targets.sagemaker_aws import RequestSigner, setup_aws
+from tests.helpers.aws_env import isolate_aws
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 TOKENS = 10
 

@@ -9,6 +9,8 @@ from click.testing import CliRunner
 from loadgen.cli.main import cli
 from loadgen.saturation import saturation_rates
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 
 def test_rates_are_evenly_spaced_strictly_between_the_bounds():
     assert saturation_rates(2.0, 10.0, 3) == [4.0, 6.0, 8.0]

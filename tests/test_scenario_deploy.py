@@ -15,17 +15,19 @@ from pathlib import Path
 
 import boto3
 import pytest
-from aws_env import isolate_aws, reset_moto, write_endpoint_log
-from sagemaker_server import (
+
+from loadgen.engine import RunControl
+from loadgen.scenario import RunOptions, load_scenario, run_scenario
+from loadgen.simulator.sagemaker_server import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,
     SageMakerTestServer,
     ServerConfig,
 )
+from tests.helpers.aws_env import isolate_aws, reset_moto, write_endpoint_log
 
-from loadgen.engine import RunControl
-from loadgen.scenario import RunOptions, load_scenario, run_scenario
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 HF_SECRET = "hf_scenario_test_secret_71c2"

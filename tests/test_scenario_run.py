@@ -23,6 +23,8 @@ from loadgen.engine import RunControl
 from loadgen.errors import ConfigError
 from loadgen.scenario import RunOptions, load_scenario, run_scenario
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 ROOT = Path(__file__).resolve().parent.parent
 LOADGEN = Path(sys.executable).with_name("loadgen")
 

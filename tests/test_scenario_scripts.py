@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 L4_VARS = {"SAGEMAKER_VLLM_IMAGE": "123.dkr.ecr.us-east-2.amazonaws.com/vllm:latest",
            "SAGEMAKER_ROLE_ARN": "arn:aws:iam::123456789012:role/SageMaker",

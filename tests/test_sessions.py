@@ -16,6 +16,8 @@ from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
 from loadgen.tokenizer import estimate_tokens
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 
 def run_sessions(url, requests, concurrency=2, **prompt_options):
     prompts = loadgen.PromptSource(24, 6, turns=3, salt="t-", **prompt_options)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+import pytest
 
 import loadgen
 from loadgen.codecs.openai_stream import OpenAIStreamParser
 from loadgen.record import RequestRecord
 from loadgen.simulator import SimProfile
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
 def test_parser_records_cached_tokens_apart_from_prompt_tokens():

@@ -26,6 +26,8 @@ from loadgen.simulator.clock import TokenClock
 from loadgen.simulator.plan import SimRequest, plan_response
 from loadgen.simulator.state import RequestLogEntry, SimState
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 TIMEOUT = aiohttp.ClientTimeout(total=20)

@@ -12,6 +12,8 @@ from loadgen.metrics import LevelMetrics
 from loadgen.record import RequestRecord
 from loadgen.slo import SLO, SLOCounts, is_good, parse_slo
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 MS = 1_000_000
 
 

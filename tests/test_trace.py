@@ -3,7 +3,6 @@ request log), with speedup; shared hash ids share prompt blocks; bad lines name 
 
 from __future__ import annotations
 
-import itertools
 import json
 import urllib.request
 
@@ -16,6 +15,8 @@ from loadgen.errors import ConfigError
 from loadgen.simulator import SimProfile
 from loadgen.tokenizer import load_tokenizer
 from loadgen.trace import TracePrompts, TraceReplay, load_trace
+
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 TRACE = [
     {"timestamp": 0, "input_length": 40, "output_length": 3, "hash_ids": [1, 2]},

@@ -36,6 +36,8 @@ from loadgen.simulator import SimProfile
 from loadgen.workers.split import worker_level
 from loadgen.workload import WorkloadSettings
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 LOADGEN = [sys.executable, "-m", "loadgen.cli"]
 
 
@@ -320,8 +322,8 @@ def test_a_killed_worker_is_reported_and_its_requests_kept(start_sim, tmp_path):
 
 
 def test_sagemaker_target_with_workers_resolves_credentials_in_each(tmp_path):
-    from sagemaker_server import SECRET_KEY, SageMakerTestServer
-    from test_sagemaker_cli import aws_env, shape
+    from loadgen.simulator.sagemaker_server import SECRET_KEY, SageMakerTestServer
+    from tests.test_sagemaker_cli import aws_env, shape
 
     out_one, out_two = tmp_path / "one.json", tmp_path / "two.json"
     with SageMakerTestServer() as server:

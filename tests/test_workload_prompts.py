@@ -15,6 +15,8 @@ from loadgen.errors import ConfigError
 from loadgen.prompts import PromptSource
 from loadgen.tokenizer import estimate_tokens, load_tokenizer
 
+pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
+
 
 @pytest.fixture(scope="module")
 def counter(tokenizer_path):

@@ -1,4 +1,4 @@
-"""A SageMaker-runtime test server on 127.0.0.1 that speaks the real wire format.
+"""A SageMaker-runtime test server on 127.0.0.1 (tests and benchmarks) that speaks the real wire format.
 
 - ``POST /endpoints/{name}/invocations-response-stream``: ``application/vnd.amazon.eventstream``
   frames (encoded below with struct + binascii.crc32) whose PayloadParts cut the container's
@@ -23,7 +23,7 @@ The endpoint name selects the behaviour::
     NAME-late                         requests for one token (preflights) are served as ``openai``,
                                       others as NAME (e.g. ``model-error-late``)
 
-Run standalone (benchmarks): ``python tests/sagemaker_server.py [--ttft S] [--itl S]`` prints
+Run standalone (benchmarks): ``python -m loadgen.simulator.sagemaker_server [--ttft S] [--itl S]`` prints
 the port, then serves until stdin closes.
 """
 
