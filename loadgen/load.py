@@ -11,7 +11,9 @@ Named for what they do, like k6 executors:
   server cannot hide behind a late client (coordinated omission). With
   ``max_in_flight``, a request due while the cap is full is *dropped* and counted.
 
-The runner lives in :mod:`loadgen.engine`; nothing here does I/O.
+Nothing here does I/O: this is what the CLI, the run configuration and worker processes
+share. The engine runs these models: :mod:`loadgen.engine.closed_loop`,
+:mod:`loadgen.engine.open_loop`.
 """
 
 from __future__ import annotations
@@ -156,6 +158,15 @@ DEFAULT_REQUESTS = 20
 def streams_of(load: Load) -> int | None:
     """Concurrent streams of a level: its concurrency, or an open loop's in-flight cap."""
     return load.concurrency if isinstance(load, ConstantConcurrency) else load.max_in_flight
+
+
+def connections_needed(load: Load) -> int:
+    """Connections a level will use at once: its concurrency, its in-flight cap, or (open
+    loop without a cap) one second's worth of arrivals, at most 256."""
+    streams = streams_of(load)
+    if streams is not None:
+        return streams
+    return max(1, min(256, math.ceil(load.rate)))
 
 
 def default_requests(load: Load) -> int:

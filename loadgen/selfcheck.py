@@ -13,6 +13,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from .clock import MONOTONIC, Clock
 from .metrics import new_histogram, summarize
 
 # Above these, timings are likely the client's fault: warn.
@@ -43,7 +44,10 @@ def _on_uvloop() -> bool:
 
 
 class ClientMonitor:
-    def __init__(self, interval_s: float = 0.01) -> None:
+    """``clock``: the engine's (None: the real one); lag is how late its wake-ups come."""
+
+    def __init__(self, interval_s: float = 0.01, clock: Clock = MONOTONIC) -> None:
+        self.clock = clock
         self.interval_ns = int(interval_s * 1e9)
         self._lag = new_histogram("ttft_ms")  # µs latency histogram
         self._cpu0 = time.process_time()
@@ -51,10 +55,10 @@ class ClientMonitor:
 
     async def run(self) -> None:
         """Sample until cancelled. Wake-ups are due at absolute times, so lag does not accumulate."""
-        due = time.perf_counter_ns() + self.interval_ns
+        due = self.clock.now_ns() + self.interval_ns
         while True:
-            await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
-            now = time.perf_counter_ns()
+            await self.clock.sleep_until(due)
+            now = self.clock.now_ns()
             self._lag.record_value(max(0, now - due) // 1000)
             due = max(due + self.interval_ns, now)
 

@@ -1,0 +1,224 @@
+"""The level runner: one level, from opening its connections to its :class:`LevelResult`.
+
+:func:`run_level` = :func:`warm_up` (open the connections the level needs, send the warm-up
+requests) then :func:`measure` (run the load model with the client self-check and any
+watchers alongside, fold metrics off the request path, report). Worker processes call
+``warm_up`` and ``measure`` themselves, each starting at an instant the parent hands out.
+
+A phase ends when its load model has nothing left to start (the request limit, the stop
+deadline) and its requests are done, or at a stop (the deadline, Ctrl-C): no new request
+starts, requests in flight get the graceful-stop period (none after Ctrl-C) and are then
+cancelled and counted incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from ..load import ConstantConcurrency, Load, StopRule, connections_needed
+from ..metrics import LevelMetrics
+from ..record import RequestRecord
+from ..selfcheck import ClientMonitor, ClientReport
+from ..slo import SLO, SLOCounts
+from ..targets.base import Target
+from ..clock import MONOTONIC, Clock, first_of
+from .closed_loop import start_streams
+from .control import RunControl
+from .level import Level, LevelRun, Prompts
+from .open_loop import send_on_schedule
+from .share import RequestIds
+from .tally import RecordSink
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from taskgroup import TaskGroup
+else:
+    from asyncio import TaskGroup
+
+ProgressFn = Callable[[dict], None]
+PROGRESS_EVERY_NS = 500_000_000
+
+
+class Watcher(Protocol):
+    """Something that observes a level while it runs: ``run()`` until cancelled."""
+
+    async def run(self) -> None: ...
+
+
+@dataclass
+class LevelResult:
+    load: Load
+    metrics: LevelMetrics
+    duration_s: float  # measured window: level start to last measured completion
+    client: ClientReport
+    partial: bool = False  # stopped early by RunControl
+    records: list[RequestRecord] | None = None  # only with keep_records
+    server: dict[str, Any] = field(default_factory=dict)
+    slo: SLOCounts | None = None  # with SLOs: good requests and per-SLO passes
+    turns: dict[int, LevelMetrics] = field(default_factory=dict)  # multi-turn: per turn
+    ramp_up_s: float = 0.0
+    ramp_excluded: int = 0  # requests started during the ramp-up (sent, not measured)
+    start_ns: int = 0  # the measured window, perf_counter_ns (duration_s = end − start)
+    end_ns: int = 0
+    workers: list[dict[str, Any]] | None = None  # per-worker facts when workers ran the level
+    # The target's connection counters over the measured phase (opened, reconnects, ...).
+    connections: dict[str, int] = field(default_factory=dict)
+
+
+async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,
+                    control: RunControl | None = None, keep_records: bool = False,
+                    on_progress: ProgressFn | None = None,
+                    ids: RequestIds | None = None,
+                    watchers: Sequence[Watcher] = (), slos: Sequence[SLO] = (),
+                    sinks: Sequence[RecordSink] = (), clock: Clock = MONOTONIC) -> LevelResult:
+    """Warm up (if asked), then measure one level. Never raises for request failures.
+
+    ``watchers`` (e.g. a server-metrics sampler) run alongside the measured phase, next to
+    the client self-check. ``slos`` are evaluated on every measured request; ``sinks``
+    (exports) see every measured request as it finishes. ``clock``: tests pass a virtual one.
+    """
+    how = LevelRun(control or RunControl(), ids or RequestIds(), keep_records=keep_records,
+                   slos=tuple(slos), sinks=tuple(sinks), clock=clock)
+    await warm_up(target, load, stop, prompts, how)
+    return await measure(target, load, stop, prompts, how, on_progress=on_progress,
+                         watchers=watchers)
+
+
+async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
+                  how: LevelRun, start_ns: int | None = None) -> None:
+    """Before a level: open the connections it needs (never inside a measured TTFT), then
+    send ``stop.warmup`` requests (this process's share of them), excluded from metrics."""
+    open_connections = getattr(target, "open_connections", None)
+    if open_connections is not None and not how.control.stopped:
+        await open_connections(connections_needed(load))
+    if stop.warmup and not how.control.stopped:
+        await run_phase(Level(target, load, stop, prompts, how, measured=False),
+                        start_ns=start_ns)
+
+
+async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, how: LevelRun,
+                  *, on_progress: ProgressFn | None = None, watchers: Sequence[Watcher] = (),
+                  start_ns: int | None = None, metrics: LevelMetrics | None = None
+                  ) -> LevelResult:
+    """The measured phase of a level. ``metrics``: fold into this (a worker reads it live)."""
+    level = Level(target, load, stop, prompts, how, measured=True, metrics=metrics)
+    monitor = ClientMonitor(clock=how.clock)
+    before = _connection_counters(target)
+    t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)
+    tally = level.tally
+    start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
+    end = max(tally.last_end_ns, start)
+    after = _connection_counters(target)
+    send_lag = tally.metrics.summary_of("send_lag_ms")
+    return LevelResult(load=load, metrics=tally.metrics, duration_s=(end - start) / 1e9,
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       partial=how.control.stopped, records=tally.records, start_ns=start,
+                       end_ns=end,
+                       connections={k: v - before.get(k, 0) for k, v in after.items()},
+                       slo=tally.slo, turns=tally.turns,
+                       ramp_up_s=stop.ramp_up_s, ramp_excluded=level.ramp_issued)
+
+
+async def run_phase(level: Level, on_progress: ProgressFn | None = None,
+                    watchers: Sequence[Watcher] = (), start_ns: int | None = None) -> int:
+    """Run one phase (warm-up or measured); return its start time in ns.
+
+    ``watchers`` run alongside the load (``await w.run()`` until cancelled at the end).
+    ``start_ns``: begin at this instant of the level's clock (CLOCK_MONOTONIC is
+    system-wide, so every worker process of a run shares it); None: now.
+    """
+    control = level.how.control
+    forget = control.on_stop(lambda: level.begin_stop(grace_s=0))
+    if control.stopped:
+        level.begin_stop(grace_s=0)
+    try:
+        if start_ns is not None and not level.stopping:
+            # Workers start together; a stop cuts the wait short.
+            await first_of(level.clock.sleep_until(start_ns), level.stopped.wait())
+        level.begin(start_ns if start_ns is not None else level.clock.now_ns())
+        async with TaskGroup() as tg:
+            helpers = [tg.create_task(w.run()) for w in watchers]
+            helpers.append(tg.create_task(_fold_in_slices(level)))
+            if on_progress:
+                helpers.append(tg.create_task(_progress_ticker(level, on_progress)))
+            if level.deadline_ns is not None:
+                helpers.append(tg.create_task(_stop_at_deadline(level)))
+            tasks: set[asyncio.Task] = set()  # those carrying requests: the grace applies
+            driver = tg.create_task(_drive(level, tg, tasks))
+            helpers.append(tg.create_task(_cancel_after_grace(level, driver, tasks)))
+            await asyncio.wait((driver,))  # cancelled at a stop: not an error here
+            if tasks:
+                await asyncio.wait(tasks)
+            for helper in helpers:
+                helper.cancel()
+    finally:
+        forget()
+    return level.start_ns
+
+
+async def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> None:
+    """Run the level's load model: start its streams, or send on its schedule."""
+    if isinstance(level.load, ConstantConcurrency):
+        start_streams(level, level.load, tg, tasks)
+    else:
+        await send_on_schedule(level, level.load, tg, tasks)
+
+
+async def _stop_at_deadline(level: Level) -> None:
+    await level.clock.sleep_until(level.deadline_ns or 0)
+    level.begin_stop()
+
+
+async def _cancel_after_grace(level: Level, driver: asyncio.Task,
+                              tasks: set[asyncio.Task]) -> None:
+    """After a stop: start nothing more, give in-flight requests the graceful-stop period,
+    then cancel them (they are tallied as incomplete)."""
+    await level.stopped.wait()
+    driver.cancel()
+    pending = [t for t in tasks if not t.done()]
+    if pending and level.grace_s > 0:
+        grace_end = level.clock.now_ns() + round(level.grace_s * 1e9)
+        await first_of(level.clock.sleep_until(grace_end), asyncio.wait(pending))
+    for task in pending:
+        task.cancel()
+
+
+async def _fold_in_slices(level: Level, interval_s: float = 0.05,
+                          slice_requests: int = 4, pause_s: float = 0.001) -> None:
+    """Move finished requests' values into the histograms off the request path: a few
+    requests at a time with a pause between slices, so a burst of sends or reads never
+    waits behind more than one short slice of histogram work (hdrh records in pure Python)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        for metrics in level.tally.all_metrics():
+            while metrics.fold(slice_requests):
+                await asyncio.sleep(pause_s)
+
+
+async def _progress_ticker(level: Level, on_progress: ProgressFn) -> None:
+    due = level.start_ns
+    while True:
+        # Absolute ticks, but a late one never brings a burst of catch-up ticks.
+        due = max(due + PROGRESS_EVERY_NS, level.clock.now_ns())
+        await level.clock.sleep_until(due)
+        metrics = level.tally.metrics
+        snap = metrics.statistics()
+        snap["elapsed_s"] = (level.clock.now_ns() - level.start_ns) / 1e9
+        snap["in_flight"] = level.in_flight
+        # The live histograms, for callers that show percentiles so far (loadgen mcp's
+        # run_status): reading a percentile costs milliseconds, so only on demand.
+        snap["metrics"] = metrics
+        on_progress(snap)
+
+
+_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures")
+
+
+def _connection_counters(target: Target) -> dict[str, int]:
+    statistics = getattr(target, "statistics", None)
+    if statistics is None:
+        return {}
+    snapshot = statistics()
+    return {k: snapshot[k] for k in _COUNTERS if k in snapshot}
