@@ -1,8 +1,9 @@
-"""The engine against the real simulator on 127.0.0.1: load models, stop rules, errors as data."""
+"""The engine end to end against the real simulator on 127.0.0.1: counts, warm-up, stops,
+errors as data, API modes. Scheduling itself (due times, drops, deadlines, ramp-up) is
+asserted exactly, in virtual time, in test_scheduling.py."""
 
 import asyncio
 import json
-import time
 import urllib.request
 
 import pytest
@@ -10,7 +11,6 @@ import pytest
 import loadgen
 from loadgen.engine import RunControl
 from loadgen.errors import AuthError
-from loadgen.record import Prompt, RequestRecord
 from loadgen.simulator import SimProfile
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
@@ -39,14 +39,20 @@ def test_closed_loop_sweep_counts_levels_and_tokens(sim_url):
     assert result["target"]["model"] == "loadgen-sim" and not result["partial"]
 
 
-def test_reports_known_ttft_and_itl_within_tolerance(start_sim):
+def test_latencies_are_never_shorter_than_the_server_takes(start_sim):
+    # How close to the server's own timing the client gets is measured in benchmarks/
+    # (timing error per request); here only what cannot flake: the server waits 80 ms for
+    # the first token and 20 ms between tokens, and no request is seen faster than that.
     url = start_sim(SimProfile(ttft_s=0.08, itl_s=0.02, batch_slowdown=0.0))
-    lv = sweep(url, [loadgen.ConstantConcurrency(2)], loadgen.StopRule(requests=6),
-               prompts=loadgen.PromptSource(16, 10)).to_dict()["levels"][0]
-    assert 75 <= lv["ttft_ms"]["p50"] <= 100
-    assert 17 <= lv["itl_ms"]["p50"] <= 25
-    assert 17 <= lv["tpot_ms"]["p50"] <= 25
-    assert 40 <= lv["decode_tokens_per_s"]["p50"] <= 58  # 1 / 20 ms = 50 tok/s
+    result = sweep(url, [loadgen.ConstantConcurrency(2)], loadgen.StopRule(requests=6),
+                   prompts=loadgen.PromptSource(16, 10), keep_records=True)
+    records = result.levels[0].records
+    assert len(records) == 6 and all(r.ok and r.output_tokens == 10 for r in records)
+    for rec in records:
+        assert rec.first_content_ns - rec.intended_ns >= 80_000_000
+        # The 10th token is due 9 ITLs after the first was due (the simulator's schedule is
+        # absolute: a late first token makes the gap after it shorter, never the whole).
+        assert rec.end_ns - rec.intended_ns >= 80_000_000 + 9 * 20_000_000
 
 
 def test_warmup_requests_are_sent_but_not_measured(start_sim):
@@ -58,19 +64,8 @@ def test_warmup_requests_are_sent_but_not_measured(start_sim):
     assert stats(url)["requests_received"] - before == 8
 
 
-def test_open_loop_latency_is_measured_from_the_intended_send_time(start_sim):
-    # One slot: the server needs ~60 ms per request, requests are due every 20 ms.
-    url = start_sim(SimProfile(ttft_s=0.05, itl_s=0.002, max_num_seqs=1, batch_slowdown=0.0))
-    lv = sweep(url, [loadgen.ArrivalRate(50)], loadgen.StopRule(requests=8),
-               prompts=loadgen.PromptSource(16, 5)).to_dict()["levels"][0]
-    assert lv["requests"]["completed"] == 8
-    # The last request waits behind seven others: far more than one service time.
-    assert lv["e2e_ms"]["max"] > 250
-    assert lv["schedule_lag_ms"]["count"] >= 1
-
-
-class LateTarget:
-    """A real target wrapper whose sends start 100 ms late (a client-side stall)."""
+class WrappedTarget:
+    """A real target behind a wrapper: the engine sees only the wrapper's methods."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -84,26 +79,13 @@ class LateTarget:
     def describe(self):
         return self.inner.describe()
 
-    async def send(self, prompt: Prompt, record: RequestRecord) -> None:
-        await asyncio.sleep(0.1)
-        record.start_ns = time.perf_counter_ns()
-        await self.inner.send(prompt, record)
-
-
-def test_client_delay_counts_in_open_loop_latency_and_schedule_lag(sim_url):
-    target = LateTarget(loadgen.make_target(sim_url))
-    lv = sweep(target, [loadgen.ArrivalRate(20)], loadgen.StopRule(requests=3)).to_dict()["levels"][0]
-    assert lv["schedule_lag_ms"]["p50"] >= 95
-    assert lv["ttft_ms"]["min"] >= 100  # includes the 100 ms the client was late
-
 
 def test_duration_stop_cancels_in_flight_after_grace_as_incomplete(start_sim):
+    # Over the real HTTP stream: the cancel at the grace deadline reaches the transport.
     url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.05))  # 100 tokens take 5 s
-    t0 = time.monotonic()
     lv = sweep(url, [loadgen.ConstantConcurrency(3)],
                loadgen.StopRule(duration_s=0.3, graceful_stop_s=0.2),
                prompts=loadgen.PromptSource(16, 100)).to_dict()["levels"][0]
-    assert time.monotonic() - t0 < 3
     assert lv["requests"]["incomplete"] == 3
     assert lv["requests"]["failed"] == 0 and lv["requests"]["completed"] == 0
     assert lv["output_tokens"] > 0  # tokens that arrived before the cancel still count
@@ -140,25 +122,6 @@ def test_failures_are_counted_by_type_not_raised(start_sim):
     assert set(req["error_messages"]) == set(req["errors"])
     for kind, messages in req["error_messages"].items():
         assert 1 <= len(messages) <= 3 and len(set(messages)) == len(messages), kind
-
-
-def test_open_loop_in_flight_cap_counts_dropped(start_sim):
-    url = start_sim(SimProfile(ttft_s=0.2, itl_s=0.01))
-    lv = sweep(url, [loadgen.ArrivalRate(100, max_in_flight=2)],
-               loadgen.StopRule(requests=10)).to_dict()["levels"][0]
-    req = lv["requests"]
-    assert req["dropped"] > 0
-    assert req["completed"] + req["dropped"] == 10
-
-
-def test_poisson_schedule_is_seeded_and_absolute():
-    a = loadgen.ArrivalRate(10, "poisson", seed=7).offsets_ns()
-    b = loadgen.ArrivalRate(10, "poisson", seed=7).offsets_ns()
-    first = [next(a) for _ in range(2000)]
-    assert first[:50] == [next(b) for _ in range(50)]
-    assert 180 <= first[-1] / 1e9 <= 220  # ~2000 arrivals at 10/s take ~200 s
-    constant = loadgen.ArrivalRate(4).offsets_ns()
-    assert [next(constant) for _ in range(3)] == [0, 250_000_000, 500_000_000]
 
 
 def test_api_key_required_is_an_auth_error_and_never_written(start_sim, monkeypatch, tmp_path):
@@ -198,7 +161,7 @@ def test_vllm_metrics_facts_and_per_level_samples_are_recorded(start_sim):
     assert sampled["summary"]["num_requests_running"]["max"] >= 1
 
 
-class RecordingTarget(LateTarget):
+class RecordingTarget(WrappedTarget):
     """Wraps the real HTTP target and logs the order of prepare/write/end per request id."""
 
     def __init__(self, inner) -> None:

@@ -25,7 +25,7 @@ from .tally import RecordSink, Tally
 
 # A request built ahead of its due time: its session (None: a single prompt), prompt,
 # record, and the target's prepared request.
-Upcoming = tuple["Session | None", Prompt, RequestRecord, "PreparedRequest | None"]
+Upcoming = tuple[Session | None, Prompt, RequestRecord, PreparedRequest | None]
 
 
 class Prompts(Protocol):
