@@ -98,9 +98,10 @@ def describe(parsed: Scenario) -> str:
 @click.option("--phases", metavar="LABEL[,LABEL...]", help="Run only these phases (in file order).")
 @click.option("--simulate", is_flag=True,
               help="Run every phase against the built-in simulator (no GPU, no AWS).")
-@click.option("--time-scale", type=float, metavar="K",
-              help="With --simulate: run the simulator K times faster than its profile "
-                   "(default: the file's simulate.time_scale).")
+@click.option("--time-scale", type=float, metavar="TIMES",
+              show_default="the file's simulate.time_scale",
+              help="With --simulate: run the simulator this many times faster than its "
+                   "profile.")
 @click.option("--resume", is_flag=True, help="Continue a run in --out: skip complete phases.")
 @click.option("--yes", is_flag=True, help="Don't ask before deploying billable endpoints.")
 @_param_option
