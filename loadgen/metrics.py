@@ -58,6 +58,20 @@ UNIT_SCALE = {**{m: 1e-3 for m in LATENCY_METRICS}, "decode_tokens_per_s": 1e-3}
 PERCENTILES = (50, 90, 99)
 ERROR_MESSAGES_KEPT = 3  # distinct messages kept per error type
 
+# A p99 from fewer samples than this is (nearly) the largest value seen, not a stable
+# percentile: the CLI table and the reports mark such a p99 and say so under the table.
+P99_MIN_SAMPLES = 100
+FEW_SAMPLES_MARK = "†"
+FEW_SAMPLES_NOTE = (f"{FEW_SAMPLES_MARK} fewer than {P99_MIN_SAMPLES} samples: such a p99 is "
+                    "close to the largest value seen, not a stable percentile.")
+
+
+def few_samples(stats: dict | None, key: str) -> bool:
+    """Whether ``stats[key]`` (a :func:`summarize` dict) is a p99 from too few samples."""
+    stats = stats or {}
+    return (key == "p99" and stats.get(key) is not None
+            and (stats.get("count") or 0) < P99_MIN_SAMPLES)
+
 
 def new_histogram(metric: str) -> HdrHistogram:
     low, high, digits = _RATE_RANGE if metric in RATE_METRICS else _LATENCY_RANGE

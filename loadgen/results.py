@@ -18,7 +18,13 @@ from . import __version__
 from .atomic import write_atomic
 from .engine import LevelResult
 from .errors import LoadgenError
-from .metrics import ALL_METRICS, LevelMetrics
+from .metrics import (
+    ALL_METRICS,
+    FEW_SAMPLES_MARK,
+    FEW_SAMPLES_NOTE,
+    LevelMetrics,
+    few_samples,
+)
 
 HISTOGRAM_UNITS = {name: "milli_tokens_per_s" if name == "decode_tokens_per_s" else "us"
                    for name in ALL_METRICS}
@@ -141,10 +147,6 @@ class RunResult:
                            f"{tempfile.gettempdir()}: results lost")
 
 
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def write_json(path: str | os.PathLike, data: Any) -> Path:
     """Atomic write (temp file + rename): a crash never leaves half a results file."""
     return write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 |
@@ -186,6 +188,12 @@ def _goodput_cells(goodput: dict | None) -> tuple[str, ...]:
             "-" if met is None else ("met" if met else "MISSED"))
 
 
+def _p99(stats: dict, digits: int = 1) -> str:
+    """A p99 cell, marked when it comes from too few samples (see metrics.few_samples)."""
+    text = _fmt(stats["p99"], digits)
+    return text + FEW_SAMPLES_MARK if few_samples(stats, "p99") else text
+
+
 def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     with_slos = any(lv.get("goodput") for lv in levels)
     rows = []
@@ -196,8 +204,8 @@ def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             ok += f" (+{req['incomplete']} inc, {req['dropped']} drop)"
         rows.append((load_label(lv["load"]), ok, _fmt(lv["output_tokens_per_s"]),
                      _fmt(lv["requests_per_s"], 2),
-                     _fmt(lv["ttft_ms"]["p50"]), _fmt(lv["ttft_ms"]["p99"]),
-                     _fmt(lv["itl_ms"]["p50"], 2), _fmt(lv["itl_ms"]["p99"], 2),
+                     _fmt(lv["ttft_ms"]["p50"]), _p99(lv["ttft_ms"]),
+                     _fmt(lv["itl_ms"]["p50"], 2), _p99(lv["itl_ms"], 2),
                      _fmt(lv["decode_tokens_per_s"]["p50"]), error_kinds(req["errors"]))
                     + (_goodput_cells(lv.get("goodput")) if with_slos else ()))
     return rows
@@ -211,4 +219,6 @@ def format_table(levels: list[dict[str, Any]]) -> str:
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w)
                        in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if any(cell.endswith(FEW_SAMPLES_MARK) for row in rows[1:] for cell in row):
+        lines.append(FEW_SAMPLES_NOTE)
     return "\n".join(lines)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import pytest
 from click.testing import CliRunner
@@ -48,9 +47,25 @@ def finish(proc: subprocess.Popen) -> tuple[str, str]:
     return stdout, stderr
 
 
-def requests_received(url: str) -> int:
-    with urllib.request.urlopen(url + "/sim/stats", timeout=5) as resp:
-        return json.loads(resp.read())["requests_received"]
+def requests_received(start_sim) -> int:
+    """Requests the last simulator started has received, read in this process: no HTTP
+    request that would queue behind the load it is measuring."""
+    return start_sim.threads[-1].simulator.state.requests_received
+
+
+def wait_until_received(start_sim, count: int, proc: subprocess.Popen,
+                        within_s: float = 60.0) -> None:
+    """The load is running: the simulator has received ``count`` requests from ``proc``.
+    Bounded in time; fails at once (with the CLI's stderr) if the CLI has already exited."""
+    deadline = time.monotonic() + within_s
+    while requests_received(start_sim) < count:
+        if proc.poll() is not None:
+            raise AssertionError(f"the CLI exited ({proc.returncode}) before sending {count} "
+                                 f"requests: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{requests_received(start_sim)} of {count} requests arrived "
+                                 f"in {within_s:.0f} s")
+        time.sleep(0.01)
 
 
 def test_sigterm_between_levels_stops_like_ctrl_c(start_sim, tmp_path):
@@ -77,8 +92,7 @@ def test_sigterm_in_the_first_level_still_writes_a_file(start_sim, tmp_path):
     proc = start_cli("sweep", "--target", url, "--concurrency", "2,4", "--requests", "100",
                      "--output-tokens", "40", "--out", str(out))
     wait_for_line(proc.stdout, "model=")  # the header: the load starts now
-    while requests_received(url) < 2:
-        time.sleep(0.05)
+    wait_until_received(start_sim, 2, proc)
     proc.send_signal(signal.SIGTERM)
     _, stderr = finish(proc)
     assert proc.returncode == 143, stderr
@@ -94,8 +108,7 @@ def test_two_fast_ctrl_c_still_write_what_was_measured(start_sim, tmp_path):
     proc = start_cli("run", "--target", url, "--concurrency", "2", "--requests", "100",
                      "--output-tokens", "40", "--out", str(out))
     wait_for_line(proc.stdout, "model=")
-    while requests_received(url) < 2:
-        time.sleep(0.05)
+    wait_until_received(start_sim, 2, proc)
     proc.send_signal(signal.SIGINT)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
@@ -116,7 +129,7 @@ def test_open_loop_far_behind_schedule_stops_on_time_under_the_cap(start_sim, tm
     assert proc.returncode == 0, stderr
     req = json.loads(out.read_text())["levels"][0]["requests"]
     assert req["completed"] > 0 and req["dropped"] > req["completed"]
-    assert requests_received(url) == req["completed"] + req["failed"] + req["incomplete"]
+    assert requests_received(start_sim) == req["completed"] + req["failed"] + req["incomplete"]
 
 
 def test_open_loop_far_behind_schedule_answers_ctrl_c(start_sim, tmp_path):
@@ -125,8 +138,7 @@ def test_open_loop_far_behind_schedule_answers_ctrl_c(start_sim, tmp_path):
     proc = start_cli("run", "--target", url, "--rate", "100000", "--duration", "600",
                      "--output-tokens", "4", "--out", str(out))
     wait_for_line(proc.stdout, "model=")
-    while requests_received(url) < 10:
-        time.sleep(0.05)
+    wait_until_received(start_sim, 10, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
     assert proc.returncode == 130, stderr
@@ -178,7 +190,7 @@ def test_unwritable_out_is_refused_before_any_load(start_sim, tmp_path):
         line = one_line_error(invoke("run", "--target", url, "--requests", "2",
                                      "--out", str(out)))
         assert fragment in line and "--out" in line
-    assert requests_received(url) == 0
+    assert requests_received(start_sim) == 0
 
 
 def test_prompts_directory_is_one_line(tmp_path):

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from loadgen.report.compare import VERDICT_DRIFT, VERDICT_OK
+from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.report.summary import build_summary, ordered_phases
 from tests.helpers.report_fixtures import L4_PRICE, l4_study, make_level
@@ -219,3 +220,35 @@ def test_p99_from_fewer_than_100_samples_is_flagged(study):
     cells = [c.strip() for c in first_row.strip("|").split("|")]
     assert cells[4].endswith("†") and not cells[2].endswith("†")  # TTFT p99 vs p50
     assert "† fewer than 100 samples" in latency
+
+
+def test_phases_table_names_instance_and_price_in_markdown_and_html(study):
+    """What was compared: checkpoint, target, instance type and price per phase."""
+    phases = copy.deepcopy(study)
+    phases[1]["server"]["instance_type"] = "ml.g6.2xlarge"  # the deployment's own instance
+    info = {"instance_type": "ml.g6.xlarge", "price_per_hour": L4_PRICE}
+    summary = build_summary(phases, run_info=info)
+    text = render_markdown(summary)
+    table = text[text.index("## Phases"):text.index("## Single-stream")]
+    header, _, *rows = [line for line in table.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    instance, price = columns.index("instance"), columns.index("price $/h")
+    assert columns.index("checkpoint") < instance
+    assert [row[instance] for row in cells] == ["ml.g6.xlarge", "ml.g6.2xlarge", "ml.g6.xlarge"]
+    assert {row[price] for row in cells} == {"1.1267"}  # as given, not rounded
+    assert "Instance: ml.g6.xlarge, ml.g6.2xlarge. Price: $1.1267/h." in text
+
+    page = render_html(summary)
+    section = page[page.index('<section id="phases">'):]
+    section = section[:section.index("</section>")]
+    assert "<th>instance</th><th>price $/h</th>" in section
+    assert ('<td>ml.g6.2xlarge</td><td class="num">1.1267</td>' in section
+            and section.count("<td>ml.g6.xlarge</td>") == 2)
+
+
+def test_phases_table_without_instance_or_price_says_so(study):
+    text = render_markdown(build_summary(study))
+    row = next(line for line in text[text.index("## Phases"):].splitlines()
+               if line.startswith("| qat"))
+    assert "| – | – |" in row

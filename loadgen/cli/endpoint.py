@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 import click
+import cloup
 
 from ..aws import (
     DEFAULT_INSTANCE_TYPE,
@@ -28,21 +27,27 @@ from ..aws import (
     endpoint_status,
     list_deployments,
     load_record,
+    parse_env,
 )
 from ..aws.logs import endpoint_facts_now
 from ..aws.record import DELETED
 from ..aws.resources import Teardown
 from ..errors import AwsError, ConfigError
-from ..vllm.facts import ServerFacts, format_facts_table, parse_startup_log
+from ..vllm.facts import ServerFacts, facts_from_log_file, parse_startup_log
+from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
 from .common import one_line_errors
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+AWS_OPTIONS = (
+    click.option("--region", help="AWS region (default: AWS_REGION / your profile)."),
+    click.option("--endpoint-url", metavar="URL", help="AWS API endpoint (VPC endpoint, or a local emulator)."),
+)
 
 
 def aws_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--endpoint-url", metavar="URL", help="AWS API endpoint (VPC endpoint, or a local emulator).")(fn)
-    return click.option("--region", help="AWS region (default: AWS_REGION / your profile).")(fn)
+    for option in reversed(AWS_OPTIONS):
+        fn = option(fn)
+    return fn
 
 
 def _duration(seconds: float) -> str:
@@ -81,23 +86,6 @@ def _say(text: str) -> None:
 
 # ---------------------------------------------------------------------------
 # option parsing
-
-
-def parse_env(items: tuple[str, ...], environ: dict[str, str] | os._Environ = os.environ) -> dict[str, str]:
-    """``KEY=VALUE`` or ``KEY`` (value from your environment). HF_TOKEN is taken from the environment."""
-    env: dict[str, str] = {}
-    for item in items:
-        key, has_value, value = item.partition("=")
-        if not _ENV_NAME.match(key):
-            raise ConfigError(f"--env {key!r}: expected KEY=VALUE with KEY made of letters, digits and _")
-        if not has_value:
-            if key not in environ:
-                raise ConfigError(f"--env {key}: {key} is not set in your environment; pass --env {key}=VALUE")
-            value = environ[key]
-        env[key] = value
-    if "HF_TOKEN" not in env and environ.get("HF_TOKEN"):
-        env["HF_TOKEN"] = environ["HF_TOKEN"]
-    return env
 
 
 def parse_tags(items: tuple[str, ...]) -> dict[str, str]:
@@ -184,32 +172,46 @@ def _offer_teardown(record: Path, yes: bool, why: str, poll_s: float) -> bool:
     return True
 
 
-@endpoint.command()
-@click.option("--name", required=True, help="Endpoint name (model and config names are derived from it).")
-@click.option("--image", required=True, metavar="URI", help="Container image, e.g. the AWS vLLM DLC in your region.")
-@click.option("--model-id", help="Model to serve; sets SM_VLLM_MODEL.")
-@click.option("--env", "env_items", multiple=True, metavar="KEY[=VALUE]",
-              help="Container environment (e.g. SM_VLLM_MAX_MODEL_LEN=4096); KEY alone copies your "
-                   "environment's value. HF_TOKEN is copied from your environment when set. Repeatable.")
-@click.option("--instance-type", default=DEFAULT_INSTANCE_TYPE, show_default=True)
-@click.option("--instance-count", type=int, default=1, show_default=True)
-@click.option("--role", required=True, envvar="LOADGEN_SAGEMAKER_ROLE", metavar="ARN",
-              help="SageMaker execution role ARN (or LOADGEN_SAGEMAKER_ROLE).")
-@click.option("--startup-timeout", type=int, metavar="S",
-              help="ContainerStartupHealthCheckTimeoutInSeconds (big models need more than the default).")
-@click.option("--inference-ami-version", help="e.g. al2-ami-sagemaker-inference-gpu-3-1 (driver/CUDA version).")
-@click.option("--tags", "tag_items", multiple=True, metavar="KEY=VALUE[,...]", help="Extra tags. Repeatable.")
-@click.option("--wait-timeout", type=float, default=3600.0, show_default=True, metavar="S",
-              help="Give up waiting for InService after this many seconds.")
-@click.option("--poll-interval", type=float, default=5.0, show_default=True, metavar="S",
-              help="Seconds between DescribeEndpoint polls.")
-@click.option("--facts-wait", type=float, default=30.0, show_default=True, metavar="S",
-              help="After InService, wait up to this long for vLLM's KV-cache lines in CloudWatch (0: don't wait).")
-@click.option("--record", type=click.Path(dir_okay=False, path_type=Path),
-              help="Deployment record JSON (default: ./NAME.deployment.json).")
-@click.option("--yes", is_flag=True, help="On Ctrl-C or failure, delete what was created without asking.")
-@click.option("--json", "as_json", is_flag=True, help="Print the deployment record as JSON.")
-@aws_options
+@endpoint.command(cls=cloup.Command)
+@cloup.option_group(
+    "Endpoint",
+    click.option("--name", required=True, help="Endpoint name (model and config names are derived from it)."),
+    click.option("--instance-type", default=DEFAULT_INSTANCE_TYPE, help="SageMaker instance type."),
+    click.option("--instance-count", type=int, default=1, metavar="INSTANCES",
+                 help="Instances behind the endpoint."),
+    click.option("--role", required=True, envvar="LOADGEN_SAGEMAKER_ROLE", metavar="ARN",
+                 help="SageMaker execution role ARN (or LOADGEN_SAGEMAKER_ROLE)."),
+    click.option("--tags", "tag_items", multiple=True, metavar="KEY=VALUE[,...]", help="Extra tags. Repeatable."),
+)
+@cloup.option_group(
+    "Container",
+    click.option("--image", required=True, metavar="URI", help="Container image, e.g. the AWS vLLM DLC in your region."),
+    click.option("--model-id", help="Model to serve; sets SM_VLLM_MODEL."),
+    click.option("--env", "env_items", multiple=True, metavar="KEY[=VALUE]",
+                 help="Container environment (e.g. SM_VLLM_MAX_MODEL_LEN=4096); KEY alone copies your "
+                      "environment's value. HF_TOKEN is copied from your environment when set. Repeatable."),
+    click.option("--startup-timeout", type=int, metavar="S", show_default="SageMaker's",
+                 help="ContainerStartupHealthCheckTimeoutInSeconds (big models need more than the default)."),
+    click.option("--inference-ami-version", help="e.g. al2-ami-sagemaker-inference-gpu-3-1 (driver/CUDA version)."),
+)
+@cloup.option_group(
+    "Waiting",
+    click.option("--wait-timeout", type=float, default=3600.0, metavar="S",
+                 help="Give up waiting for InService after this many seconds."),
+    click.option("--poll-interval", type=float, default=5.0, metavar="S",
+                 help="Seconds between DescribeEndpoint polls."),
+    click.option("--facts-wait", type=float, default=30.0, metavar="S",
+                 help="After InService, wait up to this many seconds for vLLM's KV-cache lines in CloudWatch "
+                      "(0: don't wait)."),
+    click.option("--yes", is_flag=True, help="On Ctrl-C or failure, delete what was created without asking."),
+)
+@cloup.option_group(
+    "Output and AWS",
+    click.option("--record", type=click.Path(dir_okay=False, path_type=Path),
+                 show_default="./NAME.deployment.json", help="Deployment record JSON."),
+    click.option("--json", "as_json", is_flag=True, help="Print the deployment record as JSON."),
+    *AWS_OPTIONS,
+)
 @one_line_errors
 def deploy(name: str, image: str, model_id: str | None, env_items: tuple[str, ...], instance_type: str,
            instance_count: int, role: str, startup_timeout: int | None, inference_ami_version: str | None,
@@ -266,8 +268,10 @@ def status(name: str, as_json: bool, region: str | None, endpoint_url: str | Non
 @click.argument("name", required=False)
 @click.option("--record", type=click.Path(dir_okay=False, path_type=Path),
               help="Delete what this deployment record names.")
-@click.option("--poll-interval", type=float, default=5.0, show_default=True, metavar="S")
-@click.option("--wait-timeout", type=float, default=1800.0, show_default=True, metavar="S")
+@click.option("--poll-interval", type=float, default=5.0, metavar="S",
+              help="Seconds between DescribeEndpoint polls.")
+@click.option("--wait-timeout", type=float, default=1800.0, metavar="S",
+              help="Give up waiting for the deletion after this many seconds.")
 @aws_options
 @one_line_errors
 def delete(name: str | None, record: Path | None, poll_interval: float, wait_timeout: float,
@@ -319,11 +323,7 @@ def list_(include_orphans: bool, as_json: bool, region: str | None, endpoint_url
 def _facts_from_file(path: str) -> ServerFacts:
     if path == "-":
         return parse_startup_log(sys.stdin)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_startup_log(handle)
-    except OSError as err:
-        raise ConfigError(f"cannot read --log {path}: {err.strerror}") from None
+    return facts_from_log_file(path, "--log")
 
 
 @click.command()

@@ -6,25 +6,22 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import signal
 import sys
 import time
 from typing import Any, Callable, Sequence
 
 import click
+import cloup
 import orjson
 
 from .. import __version__
 from ..api import SIMULATOR
 from ..api import sweep as api_sweep
-from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
-from ..config import APIS, TRANSPORTS, RequestOptions, Timeouts
+from ..config import RequestOptions, Timeouts
 from ..engine import RunControl
 from ..errors import ConfigError, RunStopped
 from ..load import (
-    ARRIVALS,
     ArrivalRate,
     ConstantConcurrency,
     Load,
@@ -32,14 +29,14 @@ from ..load import (
     waves_warning,
 )
 from ..progress import PlainProgress, make_progress, run_header
-from ..prompts import PromptSource
 from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
-from ..runconfig import RunConfig, TargetConfig, default, parse_workers
+from ..runconfig import RunConfig, TargetConfig, parse_workers
 from ..saturation import saturation_sweep
 from ..workload import WorkloadSettings
-from .common import LoadgenGroup, UserError, run_async
-from .workload import check_level_options, workload_from_options, workload_options
+from .common import LoadgenGroup, StopSignals, UserError, run_async
+from .options import run_options
+from .workload import check_level_options, workload_from_options
 
 
 def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
@@ -68,85 +65,6 @@ def build_loads(concurrency: str | None, rate: str | None, arrival: str,
             for c in _numbers(concurrency or "1", int, "--concurrency")]
 
 
-def load_options(f: Callable) -> Callable:
-    """Options shared by ``run`` and ``sweep``. Defaults are read from the run
-    configuration's dataclasses (:mod:`loadgen.runconfig`): defined there, once."""
-    request, timeouts, prompts = RequestOptions, Timeouts, PromptSource
-    options = [
-        click.option("--target", metavar="URL", help="http://host:port (vLLM/OpenAI) or "
-                     "sagemaker://ENDPOINT. Omit to use the built-in simulator."),
-        click.option("--api", type=click.Choice(APIS), default=default(request, "api"),
-                     show_default=True),
-        click.option("--model", help="Model id (default: ask the server's /v1/models)."),
-        click.option("--rate", metavar="R[,R...]", help="Open loop: requests/s per level."),
-        click.option("--arrival", type=click.Choice(ARRIVALS),
-                     default=default(ArrivalRate, "arrival"), show_default=True,
-                     help="Open-loop arrival process."),
-        click.option("--max-in-flight", type=int, help="Open loop: cap in-flight requests; "
-                     "requests due while full are counted as dropped."),
-        click.option("--max-rate", type=float, help="Closed loop: cap on requests/s."),
-        click.option("--seed", type=int, default=default(ArrivalRate, "seed"), show_default=True,
-                     help="Seed for Poisson arrivals and dataset sampling."),
-        click.option("--requests", "n_requests", type=int,
-                     help="Measured requests per level (default: 4 waves of the level's "
-                     "concurrency, at least 20, if no --duration)."),
-        click.option("--duration", type=float, metavar="S", help="Seconds per level."),
-        click.option("--warmup", type=int, default=default(StopRule, "warmup"), show_default=True,
-                     help="Warm-up requests per level, excluded from metrics."),
-        click.option("--graceful-stop", type=float, default=default(StopRule, "graceful_stop_s"),
-                     show_default=True, metavar="S", help="Seconds in-flight requests get after the stop point."),
-        click.option("--input-tokens", type=int, default=default(prompts, "input_tokens"),
-                     show_default=True, help="Length of synthetic prompts."),
-        click.option("--output-tokens", type=int,
-                     help="max_tokens per request (default: a dataset row's own, else 128)."),
-        click.option("--min-tokens", type=int, help="vLLM min_tokens."),
-        click.option("--ignore-eos/--no-ignore-eos", default=default(request, "ignore_eos"),
-                     show_default=True, help="vLLM: generate exactly --output-tokens."),
-        click.option("--stream/--no-stream", default=default(request, "stream"),
-                     show_default=True),
-        click.option("--continuous-usage", is_flag=True,
-                     default=default(request, "continuous_usage"),
-                     help="Ask vLLM for per-chunk usage (exact tokens per chunk)."),
-        click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
-                     help="JSONL file of prompts."),
-        click.option("--api-key-env", default=default(request, "api_key_env"), show_default=True,
-                     help="Environment variable holding the API key."),
-        click.option("--timeout", type=float, default=default(timeouts, "total_s"),
-                     show_default=True, help="Total seconds per request."),
-        click.option("--idle-timeout", type=float, default=default(timeouts, "idle_s"),
-                     show_default=True, help="Max seconds between two reads of a stream."),
-        click.option("--connect-timeout", type=float, default=default(timeouts, "connect_s"),
-                     show_default=True),
-        click.option("--transport", type=click.Choice(TRANSPORTS),
-                     default=default(request, "transport"), show_default=True,
-                     help="HTTP client: loadgen's streaming transport, or aiohttp (to compare)."),
-        click.option("--server-metrics-interval", type=float,
-                     default=default(RunConfig, "server_metrics_interval_s"), show_default=True,
-                     metavar="S", help="vLLM HTTP targets: sample /metrics every S seconds "
-                     "during each level (0: off)."),
-        click.option("--workers", default=str(default(RunConfig, "workers")), show_default=True,
-                     metavar="N|auto", help="Worker processes generating the load (auto: "
-                     "min(cores - 1, what the load needs)). Results are merged into one file."),
-        click.option("--ray", metavar="ADDRESS", help="Generate the load with Ray actors: "
-                     "'auto' (the cluster the environment points at), 'local' (start one) or "
-                     "ray://HOST:PORT. Needs loadgen[ray]."),
-        click.option("--region", help="SageMaker: AWS region."),
-        click.option("--endpoint-url", help="SageMaker: runtime endpoint URL override."),
-        click.option("--inference-component", help="SageMaker: inference component name."),
-        click.option("--custom-attributes", help="SageMaker: X-Amzn-SageMaker-Custom-Attributes."),
-        click.option("--target-variant", help="SageMaker: production variant."),
-        click.option("--payload-format", default=default(TargetConfig, "payload_format"),
-                     show_default=True, type=click.Choice(PAYLOAD_FORMATS),
-                     help="SageMaker: container payload format."),
-        click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
-                     help="Results JSON; - for stdout (default: loadgen-YYYYmmdd-HHMMSS.json)."),
-        click.option("--quiet", is_flag=True, help="No progress line, no table."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
 def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
                     workload: WorkloadSettings | None = None) -> RunConfig:
     """The one :class:`RunConfig` the command line describes (no --requests or --duration:
@@ -167,46 +85,6 @@ def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
                      target=target, options=options, workload=workload,
                      server_metrics_interval_s=kw["server_metrics_interval"] or None,
                      workers=parse_workers(kw["workers"]), ray=kw["ray"])
-
-
-class _StopSignals:
-    """SIGINT (Ctrl-C) and SIGTERM (kill, timeout, Docker, Kubernetes) stop the run the same way.
-
-    The first signal stops the run: no new request starts, in-flight ones are cancelled and
-    counted incomplete, and what was measured is written (``partial``). A second Ctrl-C while
-    that happens changes nothing (it still writes); only a third aborts without writing.
-    The exit code is 128 + the first signal's number (130 for Ctrl-C, 143 for SIGTERM).
-    """
-
-    def __init__(self, control: RunControl) -> None:
-        self.control = control
-        self.first: int | None = None
-        self.count = 0
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + (self.first or signal.SIGINT)
-
-    def install(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self._received, sig)
-            except (NotImplementedError, RuntimeError):  # not the main thread / Windows
-                pass
-
-    def _received(self, sig: int) -> None:
-        self.count += 1
-        if self.first is None:
-            self.first = sig
-            name = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
-            click.echo(f"\n{name}: stopping, writing what was measured", err=True)
-            self.control.stop()
-        elif self.count == 2:
-            click.echo("\nalready stopping: writing what was measured "
-                       "(Ctrl-C once more aborts without writing)", err=True)
-            # Back to Python's default: the next Ctrl-C raises KeyboardInterrupt.
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
 
 # Exit codes (README, "Exit codes").
@@ -236,8 +114,9 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         click.echo(text, err=True)
 
     control = RunControl()
-    signals = _StopSignals(control)
-    signals.install()
+    signals = StopSignals(control, stopping="{signal}: stopping, writing what was measured",
+                          again="already stopping: writing what was measured "
+                                "(Ctrl-C once more aborts without writing)").install()
     progress = (PlainProgress(levels, diagnostic, level_lines=False) if quiet
                 else make_progress(levels, stop, sys.stderr, diagnostic))
 
@@ -279,7 +158,7 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
 
 
 def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: bool,
-                    signals: _StopSignals) -> int:
+                    signals: StopSignals) -> int:
     """Say where the results are and what happened; return the exit code."""
     if to_stdout:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -331,16 +210,17 @@ LAZY_COMMANDS = {
 
 
 @click.group(cls=LoadgenGroup, lazy=LAZY_COMMANDS,
-             context_settings={"help_option_names": ["-h", "--help"]})
+             context_settings={"help_option_names": ["-h", "--help"],
+                               # every command's help shows its options' defaults
+                               "show_default": True})
 @click.version_option(__version__, prog_name="loadgen")
 def cli() -> None:
     """Load generator for LLM inference endpoints (vLLM HTTP, Amazon SageMaker)."""
 
 
-@cli.command()
-@click.option("--concurrency", metavar="N", help="Closed loop: concurrent streams (default 1).")
-@load_options
-@workload_options
+@cli.command(cls=cloup.Command)
+@run_options(click.option("--concurrency", metavar="STREAMS", show_default="1",
+                          help="Closed loop: concurrent streams."))
 @run_async
 async def run(concurrency: str | None, **kw: Any) -> None:
     """Measure one load level."""
@@ -354,11 +234,10 @@ async def run(concurrency: str | None, **kw: Any) -> None:
     await _run_command(loads, kw)
 
 
-@cli.command()
-@click.option("--concurrency", metavar="N[,N...]",
-              help="Closed loop: concurrency levels (default 1,4,16).")
-@load_options
-@workload_options
+@cli.command(cls=cloup.Command)
+@run_options(click.option("--concurrency", metavar="STREAMS[,STREAMS...]",
+                          show_default="1,4,16", help="Closed loop: concurrent streams of "
+                          "each level."))
 @run_async
 async def sweep(concurrency: str | None, **kw: Any) -> None:
     """Measure several load levels, each separately, into one results file."""

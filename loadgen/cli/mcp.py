@@ -25,13 +25,13 @@ INSTALL_HINT = "loadgen mcp needs the MCP SDK: pip install 'loadgen[mcp]'"
               help="Allow tools that create or delete AWS resources (deploy_endpoint, "
                    "delete_endpoint, scenarios that deploy).")
 @click.option("--max-concurrency", type=int, default=ServerOptions.max_concurrency,
-              show_default=True, help="Highest concurrency (and open-loop in-flight cap) a "
+              metavar="STREAMS", help="Highest concurrency (and open-loop in-flight cap) a "
                                       "run may use.")
 @click.option("--max-duration", type=float, default=ServerOptions.max_duration_s,
               show_default=True, metavar="S",
               help="A run is stopped after this many seconds (its results are kept).")
 @click.option("--max-active-runs", type=int, default=ServerOptions.max_active_runs,
-              show_default=True, help="Runs at once.")
+              metavar="RUNS", help="Runs at once.")
 @click.option("--region", help="Default AWS region for the endpoint tools.")
 @click.option("--aws-endpoint-url", metavar="URL",
               help="Default AWS API endpoint for the endpoint tools (e.g. a local emulator).")

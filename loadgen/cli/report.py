@@ -24,12 +24,12 @@ from .common import one_line_errors
 @click.option("--format", "formats", default=",".join(REPORT_FORMATS), show_default=True,
               help="Comma-separated: md (report.md), html (report.html), json (summary.json), "
                    "csv (report.csv, fidelity.csv).")
-@click.option("--price-per-hour", type=float, metavar="USD",
-              help="Instance price for $ per 1M output tokens (default: the earlier "
-                   "summary.json's).")
+@click.option("--price-per-hour", type=float, metavar="USD/H",
+              show_default="the earlier summary.json's",
+              help="Instance price in USD per hour, for $ per 1M output tokens.")
 @click.option("--drift-tolerance", type=float, metavar="FRACTION",
-              help="A-B-A drift tolerance, e.g. 0.05 for 5% (default: the earlier "
-                   "summary.json's, else 0.05).")
+              show_default="the earlier summary.json's, else 0.05",
+              help="A-B-A drift tolerance, a fraction (0.05: 5%).")
 @one_line_errors
 def report(source: Path, formats: str, price_per_hour: float | None,
            drift_tolerance: float | None) -> None:

@@ -9,8 +9,10 @@ import os
 from dataclasses import replace
 
 import click
+import cloup
 
 from ..errors import ConfigError
+from ..runconfig import default
 from ..simulator.plan import Responder
 from ..simulator.profile import PROFILES, SimProfile, profile_named
 from ..simulator.runners import run_with_best_loop, start_simulator
@@ -67,40 +69,63 @@ async def _serve(profile: SimProfile, host: str, port: int, api_key: str | None,
         await simulator.stop()
 
 
-@click.command("mock-server")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=int, help="0 picks a free port.")
-@click.option("--allow-remote", is_flag=True, help="Allow listening on a non-loopback address.")
-@click.option("--profile", "preset", default="default", show_default=True,
-              type=click.Choice(sorted(PROFILES)), help="Preset to start from.")
-@click.option("--model", default=None, help="Served model id (preset's by default).")
-@click.option("--ttft-ms", type=float, default=None, help="Time to first token.")
-@click.option("--itl-ms", type=float, default=None, help="Single-stream inter-token latency; 0 = fast mode.")
-@click.option("--jitter", type=float, default=None, help="Random spread of each delay, fraction < 1.")
-@click.option("--batch-slowdown", type=float, default=None,
-              help="ITL growth per extra running request (fraction).")
-@click.option("--max-num-seqs", type=int, default=None, help="Running slots; more requests queue.")
-@click.option("--prefill-ms-per-1k", type=float, default=None,
-              help="Extra TTFT per 1000 prompt tokens.")
-@click.option("--events-per-write", type=int, default=None, help="Most SSE events per socket write.")
-@click.option("--seed", type=int, default=None, help="Seed for jitter, faults and answer lengths.")
-@click.option("--fault-500", type=float, default=None, help="Fraction of requests answered 500.")
-@click.option("--fault-429", type=float, default=None, help="Fraction of requests answered 429.")
-@click.option("--fault-disconnect", type=float, default=None,
-              help="Fraction of streams whose connection is closed mid-stream.")
-@click.option("--fault-stall", type=float, default=None,
-              help="Fraction of streams that pause --stall-s mid-stream.")
-@click.option("--stall-s", type=float, default=None, help="Length of an injected stall.")
-@click.option("--api-key-env", default=None,
-              help="Require this environment variable's value as a Bearer key on /v1.")
-@click.option("--responder", default=None, help="MODULE:FUNCTION mapping prompt text to answer text.")
-@click.option("--close-after-response", is_flag=True, default=None,
-              help="Close the connection after each streamed response, without saying so "
-              "(as llama.cpp's server does).")
-@click.option("--connection-close", is_flag=True, default=None,
-              help="Answer generation requests with 'Connection: close'.")
-@click.option("--keepalive-timeout", "keepalive_timeout_s", type=float, default=None,
-              help="Seconds before an idle keep-alive connection is closed (default 75).")
+PRESET = "the --profile preset's"  # what an unset model option means
+
+
+@click.command("mock-server", cls=cloup.Command)
+@cloup.option_group(
+    "Server",
+    click.option("--host", default="127.0.0.1", help="Address to listen on."),
+    click.option("--port", default=8000, type=int, metavar="PORT", help="0 picks a free port."),
+    click.option("--allow-remote", is_flag=True, help="Allow listening on a non-loopback address."),
+    click.option("--api-key-env", default=None, show_default="no key",
+                 help="Require this environment variable's value as a Bearer key on /v1."),
+    click.option("--close-after-response", is_flag=True, default=None,
+                 help="Close the connection after each streamed response, without saying so "
+                 "(as llama.cpp's server does)."),
+    click.option("--connection-close", is_flag=True, default=None,
+                 help="Answer generation requests with 'Connection: close'."),
+    click.option("--keepalive-timeout", "keepalive_timeout_s", type=float, default=None,
+                 metavar="S", show_default=str(default(SimProfile, "keepalive_timeout_s")),
+                 help="Seconds before an idle keep-alive connection is closed."),
+)
+@cloup.option_group(
+    "Model behaviour",
+    click.option("--profile", "preset", default="default", type=click.Choice(sorted(PROFILES)),
+                 help="Preset to start from; the options below override it."),
+    click.option("--model", default=None, show_default=PRESET, help="Served model id."),
+    click.option("--ttft-ms", type=float, default=None, metavar="MS", show_default=PRESET,
+                 help="Time to first token, in ms."),
+    click.option("--itl-ms", type=float, default=None, metavar="MS", show_default=PRESET,
+                 help="Single-stream inter-token latency, in ms; 0 = fast mode."),
+    click.option("--jitter", type=float, default=None, metavar="FRACTION", show_default=PRESET,
+                 help="Random spread of each delay, a fraction < 1."),
+    click.option("--batch-slowdown", type=float, default=None, metavar="FRACTION",
+                 show_default=PRESET, help="ITL growth per extra running request (fraction)."),
+    click.option("--max-num-seqs", type=int, default=None, metavar="REQUESTS",
+                 show_default=PRESET, help="Running slots; more requests queue."),
+    click.option("--prefill-ms-per-1k", type=float, default=None, metavar="MS",
+                 show_default=PRESET, help="Extra TTFT (ms) per 1000 prompt tokens."),
+    click.option("--events-per-write", type=int, default=None, metavar="EVENTS",
+                 show_default=PRESET, help="Most SSE events per socket write."),
+    click.option("--seed", type=int, default=None, show_default=PRESET,
+                 help="Seed for jitter, faults and answer lengths."),
+    click.option("--responder", default=None, metavar="MODULE:FUNCTION",
+                 show_default="canned text", help="Maps prompt text to answer text."),
+)
+@cloup.option_group(
+    "Faults (fractions of requests)",
+    click.option("--fault-500", type=float, default=None, metavar="FRACTION",
+                 show_default=PRESET, help="Requests answered 500."),
+    click.option("--fault-429", type=float, default=None, metavar="FRACTION",
+                 show_default=PRESET, help="Requests answered 429."),
+    click.option("--fault-disconnect", type=float, default=None, metavar="FRACTION",
+                 show_default=PRESET, help="Streams whose connection is closed mid-stream."),
+    click.option("--fault-stall", type=float, default=None, metavar="FRACTION",
+                 show_default=PRESET, help="Streams that pause --stall-s mid-stream."),
+    click.option("--stall-s", type=float, default=None, metavar="S", show_default=PRESET,
+                 help="Seconds an injected stall lasts."),
+)
 @click.option("--profile-json", default=None, hidden=True)
 def mock_server_command(host, port, allow_remote, preset, model, ttft_ms, itl_ms, jitter,
                         batch_slowdown, max_num_seqs, prefill_ms_per_1k, events_per_write, seed,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE, few_samples
 from .compare import LEVEL_METRICS, mismatch_line
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
@@ -99,17 +100,10 @@ def _stat(level: dict, metric: str, key: str) -> Any:
     return (level.get(metric) or {}).get(key)
 
 
-P99_MIN_SAMPLES = 100  # below this, a p99 is (nearly) the maximum
-FEW_SAMPLES_MARK = "†"
-
-
 def _percentile(level: dict, metric: str, key: str) -> str:
-    """A percentile cell; a p99 from fewer than 100 samples is flagged."""
+    """A percentile cell; a p99 from too few samples is marked (loadgen.metrics.few_samples)."""
     text = num(_stat(level, metric, key), 1)
-    count = _stat(level, metric, "count") or 0
-    if key == "p99" and _stat(level, metric, key) is not None and count < P99_MIN_SAMPLES:
-        text += FEW_SAMPLES_MARK
-    return text
+    return text + FEW_SAMPLES_MARK if few_samples(level.get(metric), key) else text
 
 
 # --------------------------------------------------------------------------- sections
@@ -156,14 +150,17 @@ def _what_was_measured(summary: dict) -> str:
     """Names first: which model/checkpoint each phase served, where, on what, at what price."""
     phases = "; ".join(f"{p['name']}: {num(p['checkpoint'])} at {_target_name(p['target'])}"
                        for p in summary["phases"])
-    run = summary["run"]
-    instance = run.get("instance_type") or next(
-        (v for row in summary["deployment"] if row["key"] == "instance_type"
-         for v in row["values"] if v), None)
-    where = f" Instance: {instance}." if instance else ""
-    price = run.get("price_per_hour")
+    instances = list(dict.fromkeys(filter(None, (_instance_type(summary, p)
+                                                 for p in summary["phases"]))))
+    where = f" Instance: {', '.join(instances)}." if instances else ""
+    price = summary["run"].get("price_per_hour")
     cost = f" Price: ${price}/h." if price else ""
     return f"Measured: {phases}.{where}{cost}"
+
+
+def _instance_type(summary: dict, phase: dict) -> str | None:
+    """The instance a phase ran on: its deployment's, else the run's (scenario hardware)."""
+    return phase["deployment"].get("instance_type") or summary["run"].get("instance_type")
 
 
 def _headlines(summary: dict) -> list[str]:
@@ -212,11 +209,14 @@ def _target_name(target: dict) -> str:
 
 
 def _phases(summary: dict) -> Section:
+    price = summary["run"].get("price_per_hour")  # one price for the run: what cost uses
     rows = tuple((p["name"], num(p["checkpoint"]), _target_name(p["target"]),
+                  _plain(_instance_type(summary, p)), _plain(price),
                   num(p["started_at"]), num(p["finished_at"]),
                   "SIMULATED" if p["simulated"] else "real", p["status"])
                  for p in summary["phases"])
-    headers = ("phase", "checkpoint", "target", "started", "finished", "data", "status")
+    headers = ("phase", "checkpoint", "target", "instance", "price $/h", "started", "finished",
+               "data", "status")
     failures = tuple(f"{p['name']}: {p['error']}" for p in summary["phases"] if p["error"])
     blocks: list = [Table(headers, rows)] if rows else []
     if failures:
@@ -273,8 +273,7 @@ def _latency(summary: dict) -> Section:
     rows = _level_rows(summary, columns)
     headers = ("level", "phase", *(f"{m.split('_')[0].upper()} {k} ms" for m, k in picks))
     flagged = any(cell.endswith(FEW_SAMPLES_MARK) for row in rows for cell in row)
-    note = [Paragraph(f"{FEW_SAMPLES_MARK} fewer than {P99_MIN_SAMPLES} samples: such a p99 is "
-                      "close to the largest value seen, not a stable percentile.")] if flagged else []
+    note = [Paragraph(FEW_SAMPLES_NOTE)] if flagged else []
     blocks = [Table(headers, rows), *note,
               Figure("latency_ttft_ms", "TTFT percentile distribution"),
               Figure("latency_itl_ms", "Inter-token latency percentile distribution"),

@@ -31,7 +31,8 @@ from ..engine import RunControl
 from ..fidelity import fidelity_options, run_fidelity
 from ..load import ConstantConcurrency, StopRule
 from ..prompts import PromptSource, load_prompt_file
-from ..results import now_iso, write_json
+from ..record import now_iso
+from ..results import write_json
 from ..runconfig import RunConfig, TargetConfig
 from ..targets.base import open_target
 from .schema import Phase, Scenario
