@@ -23,7 +23,8 @@ from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, PromptStream, prefill_count
-from .results import RunResult, now_iso, server_section
+from .record import now_iso
+from .results import RunResult, server_section
 from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 
 def one_line(value: object, limit: int = 300) -> str:
-    """``value`` as one line of at most ``limit`` characters (white space folded)."""
-    return " ".join(str(value).split())[:limit]
+    """``value`` as one line of at most ``limit`` characters (white space folded; a cut
+    line ends with ``...`` so that a reader knows there was more)."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class LoadgenError(Exception):

@@ -152,10 +152,6 @@ class RunResult:
                            f"{tempfile.gettempdir()}: results lost")
 
 
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def write_json(path: str | os.PathLike, data: Any) -> Path:
     """Atomic write (temp file + rename): a crash never leaves half a results file."""
     return write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 |

@@ -13,7 +13,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from .metrics import new_histogram, summarize
+from .metrics import UNIT_SCALE, new_histogram, summarize
 
 # Above these, timings are likely the client's fault: warn.
 CPU_PERCENT_LIMIT = 90.0
@@ -63,7 +63,7 @@ class ClientMonitor:
         wall = time.perf_counter() - self._wall0
         cpu = 100.0 * (time.process_time() - self._cpu0) / wall if wall > 0 else 0.0
         lag = {k: (round(v, 3) if isinstance(v, float) else v)
-               for k, v in summarize(self._lag, 1e-3).items()}
+               for k, v in summarize(self._lag, UNIT_SCALE["ttft_ms"]).items()}
         reasons = []
         if cpu > CPU_PERCENT_LIMIT:
             reasons.append(f"client CPU {cpu:.0f}% of a core")

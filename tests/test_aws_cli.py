@@ -10,8 +10,9 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
+from loadgen.aws import parse_env
 from loadgen.cli import endpoint as cli_endpoint
-from loadgen.cli.endpoint import endpoint, facts, parse_env, parse_tags
+from loadgen.cli.endpoint import endpoint, facts, parse_tags
 from loadgen.errors import ConfigError
 from tests.helpers.aws_env import isolate_aws, reset_moto
 

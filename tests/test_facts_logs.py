@@ -12,10 +12,10 @@ from loadgen.cli.endpoint import facts as facts_command
 from loadgen.vllm.facts import (
     FACT_KEYS,
     ServerFacts,
-    format_facts_table,
     parse_startup_log,
     strip_ansi,
 )
+from loadgen.vllm.facts_table import format_facts_table
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 EXPECTED = json.loads((LOGS / "expected.json").read_text())

@@ -13,11 +13,14 @@ from click.testing import CliRunner
 
 from loadgen.cli.endpoint import facts as facts_command
 from loadgen.errors import TargetError
-from loadgen.vllm.facts import FACT_KEYS, facts_from_metrics, load_gauges, parse_metrics
+from loadgen.vllm.facts import FACT_KEYS
 from loadgen.vllm.server_metrics import (
     ServerMetricsSampler,
+    facts_from_metrics,
     fetch_server_facts,
+    load_gauges,
     metrics_url,
+    parse_metrics,
 )
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator

@@ -18,6 +18,8 @@ from .deploy import (
     DeployFailed,
     DeploySpec,
     deploy_endpoint,
+    parse_env,
+    with_hf_token,
 )
 from .inventory import endpoint_status, list_deployments
 from .logs import endpoint_facts, endpoint_log_group, tail_endpoint_log
@@ -42,5 +44,7 @@ __all__ = [
     "endpoint_status",
     "list_deployments",
     "load_record",
+    "parse_env",
     "tail_endpoint_log",
+    "with_hf_token",
 ]

@@ -10,6 +10,7 @@ after it, so teardown can always find what exists, whatever interrupts us.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import threading
@@ -17,9 +18,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..errors import AwsError, ConfigError, LoadgenError
+from ..record import now_iso
+from ..redact import is_secret_name, redact_environment
+from ..targets.sagemaker import is_endpoint_name
 from .errors import aws_call
 from .logs import endpoint_facts, tail_endpoint_log
 from .record import (
@@ -29,7 +33,6 @@ from .record import (
     MODEL,
     Deployment,
     load_record,
-    utc_now_iso,
 )
 from .resources import (
     CREATED_BY_TAG,
@@ -45,17 +48,33 @@ from .session import AwsConfig
 
 DEFAULT_INSTANCE_TYPE = "ml.g6.xlarge"
 VARIANT_NAME = "AllTraffic"
-
-# SageMaker's EndpointName rule (botocore's model: max 63, this pattern).
-_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def redact_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    return {key: ("***" if is_secret_name(key) else value) for key, value in environment.items()}
+def parse_env(items: Iterable[str], environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The container environment from ``KEY=VALUE`` or ``KEY`` (value from ``environ``),
+    plus ``HF_TOKEN`` from ``environ`` (:func:`with_hf_token`)."""
+    env: dict[str, str] = {}
+    for item in items:
+        key, has_value, value = item.partition("=")
+        if not _ENV_NAME.fullmatch(key):
+            raise ConfigError(f"--env {key!r}: expected KEY=VALUE with KEY made of letters, digits and _")
+        if not has_value:
+            if key not in environ:
+                raise ConfigError(f"--env {key}: {key} is not set in your environment; pass --env {key}=VALUE")
+            value = environ[key]
+        env[key] = value
+    return with_hf_token(env, environ)
+
+
+def with_hf_token(env: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``env`` plus ``HF_TOKEN`` (gated models) from ``environ`` when it is set there and
+    ``env`` has none: the token comes from the environment, never from a file or an option,
+    and the record masks it."""
+    env = dict(env)
+    if "HF_TOKEN" not in env and environ.get("HF_TOKEN"):
+        env["HF_TOKEN"] = environ["HF_TOKEN"]
+    return env
 
 
 @dataclass(frozen=True)
@@ -74,7 +93,7 @@ class DeploySpec:
     tags: Mapping[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
-        if not _NAME.match(self.name):
+        if not is_endpoint_name(self.name):
             raise ConfigError(
                 f"endpoint name {self.name!r} is not valid for SageMaker: use 1-63 letters, digits and hyphens, "
                 "starting and ending with a letter or digit"
@@ -211,7 +230,7 @@ class _Deployer:
         self.dep = self.dep.with_created(ENDPOINT_CONFIG)
 
         self.say(f"creating endpoint {dep.endpoint_name}")
-        self.dep = self.dep.saved(created_at=utc_now_iso())
+        self.dep = self.dep.saved(created_at=now_iso())
         create_ns = time.perf_counter_ns()
         with aws_call(f"create endpoint '{dep.endpoint_name}'"):
             self.sagemaker.create_endpoint(
@@ -236,7 +255,7 @@ class _Deployer:
         except LoadgenError:
             return
         self.say("rolled back: deleted " + ", ".join(teardown.deleted))
-        self.dep = self.dep.saved(status=DELETED, deleted_at=utc_now_iso())
+        self.dep = self.dep.saved(status=DELETED, deleted_at=now_iso())
 
     def wait_in_service(self, create_ns: int, timeout_s: float, poll_s: float) -> dict[str, Any] | None:
         """Poll DescribeEndpoint until it leaves the in-progress statuses (or the endpoint vanishes)."""

@@ -27,7 +27,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from ..errors import AuthError, AwsError, ConfigError, LoadgenError
+from ..errors import AuthError, AwsError, ConfigError, LoadgenError, one_line
 
 _ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
 _BAD_CREDENTIALS = {
@@ -45,13 +45,11 @@ _QUOTA = {"ResourceLimitExceeded", "ServiceQuotaExceededException", "LimitExceed
 _THROTTLED = {"ThrottlingException", "Throttling", "TooManyRequestsException"}
 _NOT_FOUND_CODES = {"ResourceNotFound", "ResourceNotFoundException"}
 
-_MAX_MESSAGE = 300
 
 
-def _one_line(text: str) -> str:
-    text = re.sub(r"enum value set: \[[^\]]*\]", "enum value set: [...]", text)
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+def _message_line(text: str) -> str:
+    """AWS's message as one line, without the list of every valid value it may carry."""
+    return one_line(re.sub(r"enum value set: \[[^\]]*\]", "enum value set: [...]", text))
 
 
 def _mask(text: str, secrets: Iterable[str]) -> str:
@@ -97,7 +95,7 @@ def _validation_hint(message: str) -> str | None:
         word in lower for word in ("not found", "invalid", "does not exist", "cannot find", "not supported")
     ):
         return (
-            f"container image not usable ({_one_line(message)}): check the --image URI, that it is in "
+            f"container image not usable ({_message_line(message)}): check the --image URI, that it is in "
             "this region's ECR, and that the role may pull it"
         )
     return None
@@ -105,7 +103,7 @@ def _validation_hint(message: str) -> str | None:
 
 def map_client_error(err: ClientError, doing: str) -> LoadgenError:
     code = error_code(err)
-    message = _one_line(error_message(err))
+    message = _message_line(error_message(err))
     if code in _ACCESS_DENIED:
         action = re.search(r"not authorized to perform: ([\w:*-]+)", message)
         needed = action.group(1) if action else "the permission for this call"
@@ -138,14 +136,14 @@ def map_botocore_error(err: BotoCoreError, doing: str) -> LoadgenError:
     if isinstance(err, NoRegionError):
         return ConfigError(f"{doing}: no AWS region; pass --region or set AWS_REGION")
     if isinstance(err, ProfileNotFound):
-        return ConfigError(f"{doing}: {_one_line(str(err))}; check AWS_PROFILE")
+        return ConfigError(f"{doing}: {_message_line(str(err))}; check AWS_PROFILE")
     if isinstance(err, ParamValidationError):
-        return ConfigError(f"{doing}: invalid parameter: {_one_line(str(err))}")
+        return ConfigError(f"{doing}: invalid parameter: {_message_line(str(err))}")
     if isinstance(err, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):
         return AwsError(
-            f"{doing}: cannot reach AWS ({_one_line(str(err))}); check --region, --endpoint-url and the network"
+            f"{doing}: cannot reach AWS ({_message_line(str(err))}); check --region, --endpoint-url and the network"
         )
-    return AwsError(f"{doing}: {_one_line(str(err))}")
+    return AwsError(f"{doing}: {_message_line(str(err))}")
 
 
 @contextmanager

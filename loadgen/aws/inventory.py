@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import AwsError
-from .errors import aws_call
 from .resources import (
-    CREATED_BY_TAG,
     ENDPOINT_TAG,
+    LOADGEN_TAGS,
     RUN_ID_TAG,
     describe_endpoint_or_none,
     resource_tags,
+    tagged,
 )
 from .session import AwsConfig
 
@@ -39,31 +39,24 @@ def endpoint_status(name: str, *, region: str | None = None, endpoint_url: str |
         "instance_count": variants[0].get("CurrentInstanceCount"),
         "created": _iso(created),
         "last_modified": _iso(modified),
-        "created_by_loadgen": tags.get(CREATED_BY_TAG[0]) == CREATED_BY_TAG[1],
+        "created_by_loadgen": LOADGEN_TAGS.items() <= tags.items(),
         "run_id": tags.get(RUN_ID_TAG),
     }
 
 
-def _loadgen_items(sagemaker: Any, kind: str, list_key: str, name_key: str, arn_key: str) -> list[dict[str, Any]]:
+def _loadgen_items(sagemaker: Any, kind: str) -> list[dict[str, Any]]:
     """Items of ``kind`` (endpoint, endpoint_config, model) tagged as created by loadgen."""
-    with aws_call(f"list {kind}s"):
-        pages = sagemaker.get_paginator(f"list_{kind}s").paginate()
-        items = [item for page in pages for item in page.get(list_key, [])]
-    found = []
-    for item in items:
-        tags = resource_tags(sagemaker, item[arn_key])
-        if tags.get(CREATED_BY_TAG[0]) == CREATED_BY_TAG[1]:
-            found.append(
-                {
-                    "kind": kind,
-                    "name": item[name_key],
-                    "status": item.get("EndpointStatus"),
-                    "created": _iso(item.get("CreationTime")),
-                    "run_id": tags.get(RUN_ID_TAG),
-                    "endpoint": tags.get(ENDPOINT_TAG),
-                }
-            )
-    return found
+    return [
+        {
+            "kind": kind,
+            "name": name,
+            "status": item.get("EndpointStatus"),
+            "created": _iso(item.get("CreationTime")),
+            "run_id": tags.get(RUN_ID_TAG),
+            "endpoint": tags.get(ENDPOINT_TAG),
+        }
+        for name, item, tags in tagged(sagemaker, kind, LOADGEN_TAGS)
+    ]
 
 
 def list_deployments(
@@ -71,14 +64,11 @@ def list_deployments(
 ) -> list[dict[str, Any]]:
     """Endpoints loadgen created; with ``include_orphans`` also configs/models whose endpoint is gone."""
     sagemaker = AwsConfig(region=region, endpoint_url=endpoint_url).sagemaker()
-    rows = _loadgen_items(sagemaker, "endpoint", "Endpoints", "EndpointName", "EndpointArn")
+    rows = _loadgen_items(sagemaker, "endpoint")
     if include_orphans:
         live = {row["name"] for row in rows}
-        for kind, list_key, name_key, arn_key in (
-            ("endpoint_config", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn"),
-            ("model", "Models", "ModelName", "ModelArn"),
-        ):
-            for row in _loadgen_items(sagemaker, kind, list_key, name_key, arn_key):
+        for kind in ("endpoint_config", "model"):
+            for row in _loadgen_items(sagemaker, kind):
                 if row["endpoint"] not in live:
                     rows.append({**row, "status": "orphan"})
     return rows

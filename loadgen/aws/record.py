@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,10 +24,6 @@ MODEL, ENDPOINT_CONFIG, ENDPOINT = "model", "endpoint_config", "endpoint"
 # Statuses after which nothing of this deployment bills any more.
 DELETED = "Deleted"
 NOT_CREATED = "NotCreated"
-
-
-def utc_now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -42,6 +42,33 @@ def resource_tags(sagemaker: Any, arn: str) -> dict[str, str]:
     with aws_call(f"list tags of {arn}"):
         pages = sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn)
         return {tag["Key"]: tag["Value"] for page in pages for tag in page.get("Tags", [])}
+
+
+# What each kind's List* call returns: (list key, name key, ARN key).
+_LISTED = {
+    "endpoint": ("Endpoints", "EndpointName", "EndpointArn"),
+    "endpoint_config": ("EndpointConfigs", "EndpointConfigName", "EndpointConfigArn"),
+    "model": ("Models", "ModelName", "ModelArn"),
+}
+LOADGEN_TAGS = dict([CREATED_BY_TAG])  # on everything loadgen creates
+
+
+def tagged(sagemaker: Any, kind: str, wanted: Mapping[str, str], *, name_prefix: str = ""
+           ) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+    """``(name, listed item, tags)`` of every ``kind`` (endpoint, endpoint_config, model)
+    whose name starts with ``name_prefix`` and whose tags include all of ``wanted``."""
+    list_key, name_key, arn_key = _LISTED[kind]
+    filters = {"NameContains": name_prefix} if name_prefix else {}
+    with aws_call(f"list {kind}s"):
+        pages = sagemaker.get_paginator(f"list_{kind}s").paginate(**filters)
+        items = [item for page in pages for item in page.get(list_key, [])]
+    found = []
+    for item in items:
+        if item[name_key].startswith(name_prefix):
+            tags = resource_tags(sagemaker, item[arn_key])
+            if wanted.items() <= tags.items():
+                found.append((item[name_key], item, tags))
+    return found
 
 
 @dataclass(frozen=True)

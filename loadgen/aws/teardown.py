@@ -7,17 +7,18 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..record import now_iso
 from .errors import aws_call, is_not_found
-from .record import DELETED, Deployment, load_record, utc_now_iso
+from .record import DELETED, Deployment, load_record
 from .resources import (
-    CREATED_BY_TAG,
     ENDPOINT_TAG,
+    LOADGEN_TAGS,
     Resources,
     StatusCallback,
     Teardown,
     delete_resources,
     describe_endpoint_or_none,
-    resource_tags,
+    tagged,
 )
 from .session import AwsConfig
 
@@ -37,7 +38,7 @@ def delete_deployment(
     resources = Resources(dep.endpoint_name, (dep.endpoint_config_name,), (dep.model_name,))
     result = delete_resources(resources, aws, poll_s=poll_s, wait_timeout_s=wait_timeout_s, on_status=on_status)
     if dep.record_path is not None:
-        dep.saved(status=DELETED, deleted_at=utc_now_iso())
+        dep.saved(status=DELETED, deleted_at=now_iso())
     return result
 
 
@@ -47,22 +48,11 @@ def delete_deployment(
 
 def _orphans_of(sagemaker: Any, endpoint_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Configs/models loadgen created for ``endpoint_name`` (found by name prefix and tag)."""
-    wanted = {CREATED_BY_TAG[0]: CREATED_BY_TAG[1], ENDPOINT_TAG: endpoint_name}
+    wanted = {**LOADGEN_TAGS, ENDPOINT_TAG: endpoint_name}
     prefix = endpoint_name[:40]
-
-    def tagged(kind: str, list_key: str, name_key: str, arn_key: str) -> list[str]:
-        with aws_call(f"list {kind}s"):
-            pages = sagemaker.get_paginator(f"list_{kind}s").paginate(NameContains=prefix)
-            items = [item for page in pages for item in page.get(list_key, [])]
-        return [
-            item[name_key]
-            for item in items
-            if item[name_key].startswith(prefix) and wanted.items() <= resource_tags(sagemaker, item[arn_key]).items()
-        ]
-
-    configs = tagged("endpoint_config", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn")
-    models = tagged("model", "Models", "ModelName", "ModelArn")
-    return tuple(configs), tuple(models)
+    configs = tagged(sagemaker, "endpoint_config", wanted, name_prefix=prefix)
+    models = tagged(sagemaker, "model", wanted, name_prefix=prefix)
+    return tuple(name for name, _, _ in configs), tuple(name for name, _, _ in models)
 
 
 def resources_of_endpoint(sagemaker: Any, name: str) -> Resources:

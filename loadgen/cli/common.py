@@ -1,4 +1,4 @@
-"""What every ``loadgen`` command shares: one-line errors and running async bodies.
+"""What every ``loadgen`` command shares: one-line errors, running async bodies, stop signals.
 
 A :class:`~loadgen.errors.LoadgenError` becomes one ``Error: ...`` line on stderr
 and the error's exit code (2 unless it says otherwise); no traceback.
@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-from typing import Any, Callable
+import signal
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from ..errors import LoadgenError
+
+if TYPE_CHECKING:  # the engine is imported by the commands that run it, not by every command
+    from ..engine import RunControl
 
 
 class UserError(click.ClickException):
@@ -54,6 +58,49 @@ def run_async(coro_fn: Callable[..., Any]) -> Callable[..., Any]:
         return event_loop_run(coro_fn(*args, **kwargs))
 
     return one_line_errors(wrapper)
+
+
+class StopSignals:
+    """SIGINT (Ctrl-C) and SIGTERM (kill, timeout, Docker, Kubernetes) stop a run the same way.
+
+    The first signal says ``stopping`` (``{signal}`` in it is ``Ctrl-C`` or ``SIGTERM``) and
+    stops ``control``: the run winds down and keeps what it measured. The second says
+    ``again`` and hands Ctrl-C back to Python, so a third one aborts (KeyboardInterrupt).
+    ``exit_code`` is 128 + the first signal's number (130 for Ctrl-C, 143 for SIGTERM).
+    """
+
+    def __init__(self, control: RunControl, *, stopping: str, again: str) -> None:
+        self.control = control
+        self.stopping = stopping
+        self.again = again
+        self.first: int | None = None
+        self.count = 0
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.first or signal.SIGINT)
+
+    def install(self) -> "StopSignals":
+        """Handle both signals on the running loop (where it can: main thread, not Windows)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._received, sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread / Windows
+                pass
+        return self
+
+    def _received(self, sig: int) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = sig
+            name = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
+            click.echo("\n" + self.stopping.format(signal=name), err=True)
+            self.control.stop()
+        elif self.count == 2:
+            click.echo("\n" + self.again, err=True)
+            # Back to Python's default: the next Ctrl-C raises KeyboardInterrupt.
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
 
 class LoadgenGroup(click.Group):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -28,17 +26,16 @@ from ..aws import (
     endpoint_status,
     list_deployments,
     load_record,
+    parse_env,
 )
 from ..aws.logs import endpoint_facts_now
 from ..aws.record import DELETED
 from ..aws.resources import Teardown
 from ..errors import AwsError, ConfigError
-from ..vllm.facts import ServerFacts, format_facts_table, parse_startup_log
+from ..vllm.facts import ServerFacts, facts_from_log_file, parse_startup_log
+from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
 from .common import one_line_errors
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
 
 def aws_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--endpoint-url", metavar="URL", help="AWS API endpoint (VPC endpoint, or a local emulator).")(fn)
@@ -81,23 +78,6 @@ def _say(text: str) -> None:
 
 # ---------------------------------------------------------------------------
 # option parsing
-
-
-def parse_env(items: tuple[str, ...], environ: dict[str, str] | os._Environ = os.environ) -> dict[str, str]:
-    """``KEY=VALUE`` or ``KEY`` (value from your environment). HF_TOKEN is taken from the environment."""
-    env: dict[str, str] = {}
-    for item in items:
-        key, has_value, value = item.partition("=")
-        if not _ENV_NAME.match(key):
-            raise ConfigError(f"--env {key!r}: expected KEY=VALUE with KEY made of letters, digits and _")
-        if not has_value:
-            if key not in environ:
-                raise ConfigError(f"--env {key}: {key} is not set in your environment; pass --env {key}=VALUE")
-            value = environ[key]
-        env[key] = value
-    if "HF_TOKEN" not in env and environ.get("HF_TOKEN"):
-        env["HF_TOKEN"] = environ["HF_TOKEN"]
-    return env
 
 
 def parse_tags(items: tuple[str, ...]) -> dict[str, str]:
@@ -319,11 +299,7 @@ def list_(include_orphans: bool, as_json: bool, region: str | None, endpoint_url
 def _facts_from_file(path: str) -> ServerFacts:
     if path == "-":
         return parse_startup_log(sys.stdin)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_startup_log(handle)
-    except OSError as err:
-        raise ConfigError(f"cannot read --log {path}: {err.strerror}") from None
+    return facts_from_log_file(path, "--log")
 
 
 @click.command()

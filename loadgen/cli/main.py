@@ -6,9 +6,7 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import signal
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -38,7 +36,7 @@ from ..results_types import Results
 from ..runconfig import RunConfig, TargetConfig, default, parse_workers
 from ..saturation import saturation_sweep
 from ..workload import WorkloadSettings
-from .common import LoadgenGroup, UserError, run_async
+from .common import LoadgenGroup, StopSignals, UserError, run_async
 from .workload import check_level_options, workload_from_options, workload_options
 
 
@@ -169,46 +167,6 @@ def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
                      workers=parse_workers(kw["workers"]), ray=kw["ray"])
 
 
-class _StopSignals:
-    """SIGINT (Ctrl-C) and SIGTERM (kill, timeout, Docker, Kubernetes) stop the run the same way.
-
-    The first signal stops the run: no new request starts, in-flight ones are cancelled and
-    counted incomplete, and what was measured is written (``partial``). A second Ctrl-C while
-    that happens changes nothing (it still writes); only a third aborts without writing.
-    The exit code is 128 + the first signal's number (130 for Ctrl-C, 143 for SIGTERM).
-    """
-
-    def __init__(self, control: RunControl) -> None:
-        self.control = control
-        self.first: int | None = None
-        self.count = 0
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + (self.first or signal.SIGINT)
-
-    def install(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self._received, sig)
-            except (NotImplementedError, RuntimeError):  # not the main thread / Windows
-                pass
-
-    def _received(self, sig: int) -> None:
-        self.count += 1
-        if self.first is None:
-            self.first = sig
-            name = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
-            click.echo(f"\n{name}: stopping, writing what was measured", err=True)
-            self.control.stop()
-        elif self.count == 2:
-            click.echo("\nalready stopping: writing what was measured "
-                       "(Ctrl-C once more aborts without writing)", err=True)
-            # Back to Python's default: the next Ctrl-C raises KeyboardInterrupt.
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
-
-
 # Exit codes (README, "Exit codes").
 EXIT_ALL_FAILED = 3  # the run finished but not one request succeeded
 EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written)
@@ -236,8 +194,9 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         click.echo(text, err=True)
 
     control = RunControl()
-    signals = _StopSignals(control)
-    signals.install()
+    signals = StopSignals(control, stopping="{signal}: stopping, writing what was measured",
+                          again="already stopping: writing what was measured "
+                                "(Ctrl-C once more aborts without writing)").install()
     progress = (PlainProgress(levels, diagnostic, level_lines=False) if quiet
                 else make_progress(levels, stop, sys.stderr, diagnostic))
 
@@ -279,7 +238,7 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
 
 
 def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: bool,
-                    signals: _StopSignals) -> int:
+                    signals: StopSignals) -> int:
     """Say where the results are and what happened; return the exit code."""
     if to_stdout:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -6,8 +6,6 @@ printed one per line as ``FILE:LINE: message`` (all of them, not just the first)
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from ..scenario.loader import Checked, check_file
 from ..scenario.params import parse_param_options
 from ..scenario.runner import RunOptions, ScenarioRun, run_scenario
 from ..scenario.schema import Scenario
-from .common import UserError, run_async
+from .common import StopSignals, UserError, run_async
 
 EXIT_PROBLEMS = 1  # validate found problems / a phase failed
 EXIT_INTERRUPTED = 130
@@ -154,35 +152,15 @@ def _confirm_deploys(parsed: Scenario, selected: list, yes: bool) -> None:
 
 async def _run(parsed: Scenario, options: RunOptions) -> ScenarioRun:
     control = RunControl()
-    _install_ctrl_c(control)
+    # SIGTERM tears down like a first Ctrl-C: an endpoint left running costs money. After a
+    # second signal, a third aborts (a teardown in progress may then be left behind).
+    StopSignals(control,
+                stopping="stopping: tearing down what was deployed, keeping what was measured "
+                         "(Ctrl-C twice more to abort)",
+                again="teardown in progress; one more Ctrl-C aborts it (then delete leftovers "
+                      "with: loadgen endpoint delete --record DIR/deployments/FILE)").install()
     return await run_scenario(parsed, options, control=control,
                               log=lambda message: click.echo(message, err=True))
-
-
-def _install_ctrl_c(control: RunControl) -> None:
-    """First Ctrl-C: stop, tear down, keep what was measured. Second: warn, then the
-    third aborts (a teardown in progress may then be left to `loadgen endpoint delete`)."""
-    loop = asyncio.get_running_loop()
-    presses = [0]
-
-    def on_sigint() -> None:
-        presses[0] += 1
-        if presses[0] == 1:
-            click.echo("\nstopping: tearing down what was deployed, keeping what was measured "
-                       "(Ctrl-C twice more to abort)", err=True)
-            control.stop()
-        else:
-            click.echo("\nteardown in progress; one more Ctrl-C aborts it (then delete leftovers "
-                       "with: loadgen endpoint delete --record DIR/deployments/FILE)", err=True)
-            loop.remove_signal_handler(signal.SIGINT)
-
-    try:
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        # kill, timeout, Docker and Kubernetes stop with SIGTERM: tear down like a first Ctrl-C
-        # (an endpoint left running costs money).
-        loop.add_signal_handler(signal.SIGTERM, on_sigint)
-    except (NotImplementedError, RuntimeError):  # not the main thread / Windows
-        pass
 
 
 def _print_outcome(result: ScenarioRun, simulate: bool) -> None:

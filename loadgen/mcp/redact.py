@@ -3,8 +3,8 @@
 The libraries underneath already keep secrets out of what they write (deployment
 records mask secret-looking environment values, AWS errors are masked, API keys are
 only ever read from the environment). This is the last boundary: any value of a
-secret-looking environment variable (``*TOKEN*``, ``*SECRET*``, ``*KEY*``, ...: AWS
-credentials, ``HF_TOKEN``, ``OPENAI_API_KEY``) that still appears in an output is
+secret-looking environment variable (:func:`loadgen.redact.is_secret_name`: AWS
+credentials, ``HF_TOKEN``, ``OPENAI_API_KEY``, ...) that still appears in an output is
 replaced by ``***``.
 """
 
@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
-from ..aws.deploy import is_secret_name
+from ..redact import MASK, is_secret_name
 
-MASK = "***"
 # Shorter values (a "1", a "true") would mask ordinary text; real credentials are longer.
 _MIN_SECRET_LENGTH = 8
 

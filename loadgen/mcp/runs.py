@@ -28,7 +28,7 @@ from ..engine import LevelResult, RunControl
 from ..errors import ConfigError, LoadgenError, one_line
 from ..load import Load
 from ..metrics import UNIT_SCALE
-from ..results import now_iso
+from ..record import now_iso
 from .options import ServerOptions
 
 if sys.version_info < (3, 11):  # pragma: no cover

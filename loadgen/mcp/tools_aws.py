@@ -19,11 +19,11 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from .. import aws as control
-from ..aws import DEFAULT_INSTANCE_TYPE, DeployCancelled, DeployFailed, DeploySpec
+from ..aws import DEFAULT_INSTANCE_TYPE, DeployCancelled, DeployFailed, DeploySpec, parse_env
 from ..aws.logs import endpoint_facts_now
-from ..cli.endpoint import parse_env
 from ..errors import AwsError, ConfigError
-from ..vllm.facts import ServerFacts, format_facts_table, parse_startup_log
+from ..vllm.facts import ServerFacts, facts_from_log_file
+from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
 from .options import ServerOptions
 from .toolkit import AWS_S, CLOUD_CHANGE, READ_ONLY, bounded, refuse_without_deploy
@@ -276,7 +276,7 @@ def register(server: MCPServer, options: ServerOptions) -> None:
             raise ConfigError("give exactly one of log_file, endpoint, url")
         source, value = given[0]
         if source == "log_file":
-            found = await asyncio.to_thread(_facts_from_log, value)
+            found = await asyncio.to_thread(facts_from_log_file, value, "log_file")
         elif source == "endpoint":
             found = await asyncio.to_thread(endpoint_facts_now, value,
                                             **where_of(region, endpoint_url))
@@ -292,11 +292,3 @@ def _server_role() -> str:
         raise ConfigError("give role (a SageMaker execution role ARN), or start the server "
                           "with LOADGEN_SAGEMAKER_ROLE set")
     return role
-
-
-def _facts_from_log(path: str) -> ServerFacts:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_startup_log(handle)
-    except OSError as err:
-        raise ConfigError(f"cannot read log_file {path}: {err.strerror}") from None

@@ -253,14 +253,14 @@ def noise_verdict(ratio_value: float | None, *, ci: dict | None = None,
     return None
 
 
-def histogram_samples(encoded: str | None, scale: float = 1e-3
-                      ) -> tuple[list[float], list[int]] | None:
-    """Distinct values (in reported units) and their counts from an encoded HDR histogram."""
+def histogram_samples(encoded: str | None, metric: str) -> tuple[list[float], list[int]] | None:
+    """Distinct values (in ``metric``'s reported unit) and their counts from an encoded HDR
+    histogram."""
     if not encoded:
         return None
-    from ..metrics import decode_histogram
+    from ..metrics import UNIT_SCALE, decode_histogram
 
-    hist = decode_histogram(encoded)
+    hist, scale = decode_histogram(encoded), UNIT_SCALE[metric]
     values, counts = [], []
     for item in hist.get_recorded_iterator():
         values.append(hist.get_highest_equivalent_value(item.value_iterated_to) * scale)
@@ -270,7 +270,8 @@ def histogram_samples(encoded: str | None, scale: float = 1e-3
 
 def decode_rate_ci(level_a: dict, level_b: dict) -> dict | None:
     """Bootstrap interval on mean decode tok/s B/A, from the per-request rates of two levels."""
-    samples = [histogram_samples(dig(level, ("histograms", "decode_tokens_per_s")))
+    samples = [histogram_samples(dig(level, ("histograms", "decode_tokens_per_s")),
+                                 "decode_tokens_per_s")
                for level in (level_a, level_b)]
     if not all(samples):
         return None

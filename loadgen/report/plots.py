@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter
 
-from ..metrics import decode_histogram
+from ..metrics import UNIT_SCALE, decode_histogram
 from .compare import level_label, sweep_levels
 
 LATENCY_PLOTS = (("ttft_ms", "Time to first token"), ("itl_ms", "Inter-token latency"),
@@ -149,10 +149,11 @@ def decode_plot(summary: dict) -> Figure | None:
 # --------------------------------------------------------------------------- percentiles
 
 
-def percentile_curve(encoded: str, scale: float = 1e-3) -> tuple[list[float], list[float]]:
+def percentile_curve(encoded: str, metric: str) -> tuple[list[float], list[float]]:
     """Points of the classic HdrHistogram percentile plot: x = 1 / (1 − percentile)
-    (so 90%, 99%, 99.9% are evenly spaced on a log axis), y = value × ``scale``."""
-    hist = decode_histogram(encoded)
+    (so 90%, 99%, 99.9% are evenly spaced on a log axis), y = value in ``metric``'s
+    reported unit."""
+    hist, scale = decode_histogram(encoded), UNIT_SCALE[metric]
     count = hist.get_total_count()
     if not count:
         return [], []
@@ -182,7 +183,7 @@ def latency_plot(phases: Sequence[tuple[str, dict]], metric: str, title: str,
         lines = []
         for level in sweep_levels(result):
             encoded = (level.get("histograms") or {}).get(metric)
-            xs, ys = percentile_curve(encoded) if encoded else ([], [])
+            xs, ys = percentile_curve(encoded, metric) if encoded else ([], [])
             if xs:
                 lines.append((level_label(level), xs, ys))
         if lines:

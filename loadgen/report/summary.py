@@ -14,12 +14,12 @@ histograms for the percentile plots), so what a report says is always in
 
 from __future__ import annotations
 
-import datetime as _dt
-import re
 from collections import Counter
 from typing import Any, Sequence
 
 from .. import __version__
+from ..record import now_iso
+from ..redact import is_secret_name
 from .compare import (
     DEFAULT_DRIFT_TOLERANCE,
     bootstrap_ratio_ci,
@@ -54,9 +54,6 @@ DEPLOYMENT_LABELS = {
     "instance_type": "instance type",
     "vllm_version": "vLLM version",
 }
-# Never copy anything that looks like a credential into a report, whatever the source.
-_SECRET_KEY = re.compile(r"secret|password|passwd|api_?key|access_?key|session_?token|"
-                         r"hf_token|signature|authorization|credential", re.IGNORECASE)
 
 
 def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None = None,
@@ -161,7 +158,7 @@ def _phase(name: str, result: dict, file: str | None, price: float | None) -> di
 
 def _public_target(target: dict) -> dict:
     return {k: v for k, v in target.items()
-            if not _SECRET_KEY.search(k) and isinstance(v, (str, int, float, bool, type(None)))}
+            if not is_secret_name(k) and isinstance(v, (str, int, float, bool, type(None)))}
 
 
 def _level(level: dict, price: float | None) -> dict:
@@ -204,7 +201,7 @@ def _flat_facts(server: dict, prefix: str = "") -> dict:
     """Scalar deployment facts, nested dicts flattened to dotted keys, secrets dropped."""
     out = {}
     for key, value in server.items():
-        if _SECRET_KEY.search(str(key)):
+        if is_secret_name(key):  # never copy a credential into a report, whatever the source
             continue
         if isinstance(value, dict):
             out.update(_flat_facts(value, f"{prefix}{key}."))
@@ -328,7 +325,7 @@ def _run(phases: list[dict], run_info: dict, price: float | None) -> dict:
     started = [p["started_at"] for p in phases if p["started_at"]]
     finished = [p["finished_at"] for p in phases if p["finished_at"]]
     versions = sorted({p["loadgen_version"] for p in phases if p["loadgen_version"]})
-    info = {k: v for k, v in run_info.items() if not _SECRET_KEY.search(str(k))}
+    info = {k: v for k, v in run_info.items() if not is_secret_name(k)}
     return {**info,
             "price_per_hour": price,
             "currency": run_info.get("currency", "USD"),
@@ -337,7 +334,7 @@ def _run(phases: list[dict], run_info: dict, price: float | None) -> dict:
             "partial": any(p["partial"] for p in phases),
             "loadgen_versions": versions,
             "report_loadgen_version": __version__,
-            "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            "generated_at": now_iso()}
 
 
 def _deployment_table(phases: list[dict]) -> list[dict]:

@@ -13,12 +13,12 @@ from typing import Any
 from ..errors import ConfigError
 from .nodes import Block, Problem
 from .schema import (
-    DeploySpec,
     FidelitySpec,
     FixedLength,
     Hardware,
     Measurements,
     Phase,
+    PhaseDeployBlock,
     RequestDefaults,
     Scenario,
     SimCheckpoint,
@@ -141,7 +141,7 @@ def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
         d.setdefault("model_id", values.get("model"))
         d.setdefault("instance_type", hardware.instance_type)
         d.setdefault("region", hardware.region)
-        deploy = DeploySpec(**d)
+        deploy = PhaseDeployBlock(**d)
     return Phase(order_index=index, target=target, deploy=deploy, line=block.line, **values)
 
 

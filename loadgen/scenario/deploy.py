@@ -23,7 +23,7 @@ from ..engine import RunControl
 from ..errors import LoadgenError
 from ..results import server_section
 from .phase import Endpoint, PhaseDoc
-from .schema import DeploySpec, Phase, Scenario
+from .schema import Phase, PhaseDeployBlock, Scenario
 
 Log = Callable[[str], None]
 _NOT_NAME = re.compile(r"[^A-Za-z0-9]+")
@@ -41,16 +41,14 @@ def record_path(out_dir: Path, label: str) -> Path:
     return out_dir / "deployments" / f"phase-{label}.deployment.json"
 
 
-def aws_spec(scenario: Scenario, phase: Phase, spec: DeploySpec, environ=os.environ):
-    """The aws helper's DeploySpec. HF_TOKEN (gated models) comes from the environment,
-    never from the scenario file, and is never written anywhere."""
-    from ..aws import DeploySpec as AwsDeploySpec
+def aws_spec(scenario: Scenario, phase: Phase, spec: PhaseDeployBlock, environ=os.environ):
+    """The control plane's DeploySpec for a phase's deploy block. HF_TOKEN (gated models)
+    comes from the environment, never from the scenario file, and is never written anywhere."""
+    from ..aws import DeploySpec, with_hf_token
 
-    env = dict(spec.env)
-    if "HF_TOKEN" not in env and environ.get("HF_TOKEN"):
-        env["HF_TOKEN"] = environ["HF_TOKEN"]
+    env = with_hf_token(spec.env, environ)
     tags = {**spec.tags, "loadgen:scenario": scenario.name[:256], "loadgen:phase": phase.label}
-    return AwsDeploySpec(
+    return DeploySpec(
         name=spec.name or endpoint_name(scenario.name, phase.label), image=spec.image,
         role_arn=spec.role, model_id=spec.model_id, environment=env,
         instance_type=spec.instance_type, instance_count=spec.instance_count,

@@ -37,7 +37,8 @@ from ..fidelity import fidelity_options, run_fidelity
 from ..load import ConstantConcurrency, StopRule
 from ..metrics import e2e_ns
 from ..prompts import PromptSource, load_prompt_file
-from ..results import RunResult, level_to_dict, now_iso, write_json
+from ..record import now_iso
+from ..results import RunResult, level_to_dict, write_json
 from ..runconfig import RunConfig, TargetConfig
 from ..targets.base import Target, open_target, with_options
 from .schema import Phase, Scenario

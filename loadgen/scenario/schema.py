@@ -234,8 +234,10 @@ TargetSpec = TargetConfig
 
 
 @dataclass(frozen=True)
-class DeploySpec:
-    """A SageMaker deployment made before the phase and deleted after it."""
+class PhaseDeployBlock:
+    """A phase's ``deploy:`` block as the scenario file says it: a SageMaker deployment made
+    before the phase and deleted after it (:func:`loadgen.scenario.deploy.aws_spec` turns it
+    into the control plane's :class:`loadgen.aws.DeploySpec`)."""
 
     image: str
     role: str
@@ -260,7 +262,7 @@ class Phase:
     order_index: int  # position in the file: the study order (A-B-A)
     model: str | None = None
     target: TargetSpec | None = None
-    deploy: DeploySpec | None = None
+    deploy: PhaseDeployBlock | None = None
     notes: str | None = None
     line: int = 0
 

@@ -30,8 +30,8 @@ from ..config import APIS, TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .base import PreparedRequest
-from .http_pool import HTTPPool, send_on_pool
-from .session import AiohttpTransport
+from .http_pool import HTTPPool
+from .session import AiohttpTransport, Connections
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -66,8 +66,7 @@ class OpenAIHTTPTarget:
         self.model = options.model
         self.pool_size = pool_size
         self._endpoint = self.base + _PATHS[options.api]
-        self._aiohttp: AiohttpTransport | None = None
-        self._pool: HTTPPool | None = None
+        self._connections = Connections()
         self._head: RequestHead | None = None
         self._api_key = os.environ.get(options.api_key_env) or None
 
@@ -78,15 +77,14 @@ class OpenAIHTTPTarget:
 
     def statistics(self) -> dict[str, int]:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
-        if self._pool is not None:
-            return self._pool.statistics()
-        return self._aiohttp.statistics() if self._aiohttp is not None else {}
+        return self._connections.statistics()
 
     async def open(self) -> None:
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        self._aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size, headers)
+        self._connections.aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size,
+                                                     headers)
         try:
             await self._preflight()
             if self.options.transport == "stream":
@@ -100,27 +98,22 @@ class OpenAIHTTPTarget:
             headers = {**headers, "Accept": "text/event-stream"}
         parts = urlsplit(self._endpoint)
         self._head = RequestHead("POST", parts.path, parts.netloc, headers)
-        self._pool = HTTPPool.for_url(self._endpoint, self.options.timeouts, self.pool_size)
+        self._connections.pool = HTTPPool.for_url(self._endpoint, self.options.timeouts,
+                                                  self.pool_size)
 
     async def open_connections(self, connections: int) -> None:
         """Open ``connections`` connections now, before a level starts measuring."""
-        if self._pool is not None:
-            await self._pool.open_connections(connections)
+        await self._connections.open_connections(connections)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
-        if self._aiohttp is not None:
-            await self._aiohttp.close()
-            self._aiohttp = None
+        await self._connections.close()
 
     async def _preflight(self) -> None:
         """GET /v1/models: proves the server is up, speaks OpenAI, accepts our key; picks the model."""
-        assert self._aiohttp is not None
+        assert self._connections.aiohttp is not None
         url = self.base + "/v1/models"
         try:
-            async with self._aiohttp.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            async with self._connections.aiohttp.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
                 body = await resp.read()
                 status = resp.status
         except aiohttp.ClientConnectorError as exc:
@@ -162,10 +155,6 @@ class OpenAIHTTPTarget:
                             on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
         response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
-        if self._pool is None:
-            assert self._aiohttp is not None, "open() the target first"
-            await self._aiohttp.request(self._endpoint, prepared.body,
-                                        {"X-Request-Id": str(record.request_id)}, record, response)
-            return
-        assert prepared.wire is not None
-        await send_on_pool(self._pool, prepared.wire, record, response, on_sent)
+        await self._connections.send(self._endpoint, prepared,
+                                     {"X-Request-Id": str(record.request_id)}, record, response,
+                                     on_sent)

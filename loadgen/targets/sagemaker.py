@@ -42,7 +42,7 @@ from ..config import TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .base import PreparedRequest
-from .http_pool import HTTPPool, send_on_pool
+from .http_pool import HTTPPool
 from .sagemaker_aws import (
     AwsSetup,
     RequestSigner,
@@ -50,10 +50,11 @@ from .sagemaker_aws import (
     resolve_region,
     setup_aws,
 )
-from .session import AiohttpTransport
+from .session import AiohttpTransport, Connections
 
 SCHEME = "sagemaker"
-_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")  # the API's own pattern
+# SageMaker's EndpointName rule (botocore's service model: this pattern, at most 63).
+_ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 _URL_OPTIONS = ("region",)
 # Requests signed ahead of their send are signed again past this age (SigV4 allows 5 minutes).
 _RESIGN_AFTER_NS = 60 * 10**9
@@ -66,12 +67,17 @@ _TRANSIENT_ERRORS = {"ThrottlingException", "ModelNotReadyException", "ServiceUn
                      "InternalFailure", "InternalDependencyException", "timeout"}
 
 
+def is_endpoint_name(name: str) -> bool:
+    """Whether SageMaker accepts ``name`` as an endpoint name (deploying or invoking)."""
+    return len(name) <= 63 and _ENDPOINT_NAME.fullmatch(name) is not None
+
+
 class SageMakerTarget:
     def __init__(self, endpoint_name: str, options: RequestOptions, *, region: str | None = None,
                  endpoint_url: str | None = None, inference_component: str | None = None,
                  custom_attributes: str | None = None, target_variant: str | None = None,
                  payload_format: str = "auto", pool_size: int = 100) -> None:
-        if not _ENDPOINT_NAME.match(endpoint_name) or len(endpoint_name) > 63:
+        if not is_endpoint_name(endpoint_name):
             raise ConfigError(f"bad SageMaker endpoint name {endpoint_name!r}: use letters, digits "
                               "and hyphens (at most 63), as in sagemaker://my-endpoint")
         if custom_attributes is not None and (len(custom_attributes) > 1024
@@ -93,8 +99,7 @@ class SageMakerTarget:
                        "target_variant": target_variant, "custom_attributes": custom_attributes}
         self._aws: AwsSetup | None = None
         self._signer: RequestSigner | None = None
-        self._aiohttp: AiohttpTransport | None = None
-        self._pool: HTTPPool | None = None
+        self._connections = Connections()
         self._head: RequestHead | None = None
         self._url = ""
         self.detected_format: str | None = None  # what ``auto`` found at preflight
@@ -132,7 +137,7 @@ class SageMakerTarget:
         if self.options.transport == "stream":
             self._start_pool()
         else:
-            self._aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size)
+            self._connections.aiohttp = AiohttpTransport(self.options.timeouts, self.pool_size)
         try:
             await self._preflight()
         except BaseException:
@@ -142,26 +147,19 @@ class SageMakerTarget:
     def _start_pool(self) -> None:
         path = urlsplit(self._url).path
         self._head = RequestHead("POST", path, host_header(self._url), self._headers)
-        self._pool = HTTPPool.for_url(self._url, self.options.timeouts, self.pool_size)
+        self._connections.pool = HTTPPool.for_url(self._url, self.options.timeouts,
+                                                  self.pool_size)
 
     async def open_connections(self, connections: int) -> None:
         """Open ``connections`` connections now, before a level starts measuring."""
-        if self._pool is not None:
-            await self._pool.open_connections(connections)
+        await self._connections.open_connections(connections)
 
     def statistics(self) -> dict[str, int]:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
-        if self._pool is not None:
-            return self._pool.statistics()
-        return self._aiohttp.statistics() if self._aiohttp is not None else {}
+        return self._connections.statistics()
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
-        if self._aiohttp is not None:
-            await self._aiohttp.close()
-            self._aiohttp = None
+        await self._connections.close()
         if self._signer is not None:
             await self._signer.aclose()
 
@@ -236,13 +234,8 @@ class SageMakerTarget:
         assert self._aws is not None, "open() the target first"
         record.start_ns = record.start_ns or time.perf_counter_ns()
         response = SageMakerResponse(record, self)
-        if self._pool is not None:
-            assert prepared.wire is not None
-            await send_on_pool(self._pool, prepared.wire, record, response, on_sent)
-        else:
-            assert self._aiohttp is not None and prepared.headers is not None
-            await self._aiohttp.request(self._url, prepared.body, prepared.headers, record,
-                                        response)
+        await self._connections.send(self._url, prepared, prepared.headers, record, response,
+                                     on_sent)
         if response.detected_format and self.detected_format is None:
             self.detected_format = response.detected_format
         return response.status or None

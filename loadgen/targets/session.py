@@ -1,14 +1,18 @@
-"""The one way targets build their aiohttp session: a keep-alive pool sized to the load."""
+"""How a target reaches its server: the aiohttp session (built one way, a keep-alive pool
+sized to the load) and :class:`Connections`, which holds it and/or the streaming pool."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Callable
 
 import aiohttp
 
 from ..config import Timeouts
 from ..errors import one_line
+from .base import PreparedRequest
+from .http_pool import HTTPPool, send_on_pool
 
 
 def client_session(timeouts: Timeouts, pool_size: int,
@@ -113,3 +117,46 @@ class AiohttpTransport:
             except asyncio.CancelledError:
                 response.cut_short(clock())
                 raise
+
+
+class Connections:
+    """A target's connections: the streaming pool (``transport="stream"``,
+    :class:`~.http_pool.HTTPPool`) or an aiohttp session (:class:`AiohttpTransport`), or
+    both (the OpenAI target's preflight uses aiohttp). Requests take the pool when there is
+    one; ``open_connections``, ``statistics`` and ``close`` mean the same for every target.
+    """
+
+    def __init__(self) -> None:
+        self.pool: HTTPPool | None = None
+        self.aiohttp: AiohttpTransport | None = None
+
+    async def open_connections(self, count: int) -> None:
+        """Open ``count`` pool connections now, before a level starts measuring (aiohttp
+        connects on demand)."""
+        if self.pool is not None:
+            await self.pool.open_connections(count)
+
+    def statistics(self) -> dict[str, int]:
+        """Connection counters (opened, reconnects, closed by the server) since open."""
+        if self.pool is not None:
+            return self.pool.statistics()
+        return self.aiohttp.statistics() if self.aiohttp is not None else {}
+
+    async def close(self) -> None:
+        pool, self.pool = self.pool, None
+        session, self.aiohttp = self.aiohttp, None
+        if pool is not None:
+            await pool.close()
+        if session is not None:
+            await session.close()
+
+    async def send(self, url: str, prepared: PreparedRequest, headers: dict[str, str] | None,
+                   record, response, on_sent: Callable[[], None] | None = None) -> None:
+        """One request: its prebuilt bytes on the pool, else its body and ``headers`` (with
+        the session's own) through aiohttp. ``response`` fills ``record``; nothing raises."""
+        if self.pool is not None:
+            assert prepared.wire is not None
+            await send_on_pool(self.pool, prepared.wire, record, response, on_sent)
+        else:
+            assert self.aiohttp is not None, "open() the target first"
+            await self.aiohttp.request(url, prepared.body, headers or {}, record, response)

@@ -1,5 +1,9 @@
 """What a running vLLM server says about itself, read from its Prometheus ``/metrics``.
 
+- :func:`parse_metrics`, :func:`facts_from_metrics`, :func:`load_gauges`: pure functions
+  over the exposition text. ``vllm:cache_config_info`` gives the KV tokens
+  (``kv_cache_size_tokens`` on new versions, else ``num_gpu_blocks`` x ``block_size``);
+  the gauges are what the sampler records.
 - :func:`fetch_server_facts`: KV-cache capacity (and max concurrency on new
   versions) for the results file's ``server`` key.
 - :class:`ServerMetricsSampler`: during a run, scrapes running/waiting requests
@@ -15,12 +19,109 @@ import time
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
 from ..errors import LoadgenError, TargetError, one_line
-from .facts import facts_from_metrics, is_vllm_metrics, load_gauges, parse_metrics
+from .facts import ServerFacts
 
 SERIES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")
+
+# ---------------------------------------------------------------------------
+# Prometheus text -> facts and gauges (pure: no I/O)
+
+
+def parse_metrics(text: str) -> dict[str, list]:
+    """Prometheus text -> {family name: [Sample, ...]} (counter families lose ``_total``)."""
+    try:
+        return {family.name: list(family.samples) for family in text_string_to_metric_families(text)}
+    except (ValueError, TypeError, IndexError) as err:
+        raise TargetError("/metrics did not return Prometheus text; is this a vLLM server?") from err
+
+
+def _label_int(labels: dict[str, str], name: str) -> int | None:
+    try:
+        return int(float(labels[name]))
+    except (KeyError, ValueError):  # absent, or "None" before the KV cache exists
+        return None
+
+
+def _label_float(labels: dict[str, str], name: str) -> float | None:
+    try:
+        return float(labels[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def facts_from_metrics(metrics: dict[str, list]) -> ServerFacts:
+    """KV-cache facts from parsed ``/metrics`` (see :func:`parse_metrics`).
+
+    One ``cache_config_info`` sample per engine (data parallel): capacities add up.
+    """
+    tokens_total = 0
+    concurrency_total = 0.0
+    have_tokens = have_concurrency = False
+    for sample in metrics.get("vllm:cache_config_info", []):
+        tokens = _label_int(sample.labels, "kv_cache_size_tokens")
+        if tokens is None:
+            blocks = _label_int(sample.labels, "num_gpu_blocks")
+            block_size = _label_int(sample.labels, "block_size")
+            tokens = blocks * block_size if blocks and block_size else None
+        if tokens is not None:
+            tokens_total += tokens
+            have_tokens = True
+        concurrency = _label_float(sample.labels, "kv_cache_max_concurrency")
+        if concurrency is not None:
+            concurrency_total += concurrency
+            have_concurrency = True
+    return ServerFacts(
+        kv_cache_tokens=tokens_total if have_tokens else None,
+        max_concurrency=round(concurrency_total, 2) if have_concurrency else None,
+    )
+
+
+# The live gauges sampled during a run, and the older name of the KV-usage gauge
+# (vllm:gpu_cache_usage_perc, deprecated in 0.9.2 and hidden from 0.11).
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+PREEMPTIONS = "vllm:num_preemptions"
+
+
+def _total(metrics: dict[str, list], name: str) -> float | None:
+    samples = metrics.get(name)
+    if not samples:
+        return None
+    # Counter families also carry ``_created`` samples; keep only the value series.
+    return sum(s.value for s in samples if not s.name.endswith("_created"))
+
+
+def load_gauges(metrics: dict[str, list]) -> dict[str, float | str | None]:
+    """Running/waiting requests (summed over engines), mean KV-cache usage (0-1), preemptions."""
+    kv_usage = None
+    kv_name = None
+    for name in KV_USAGE_NAMES:
+        samples = metrics.get(name)
+        if samples:
+            kv_usage = sum(s.value for s in samples) / len(samples)
+            kv_name = name
+            break
+    return {
+        "num_requests_running": _total(metrics, RUNNING),
+        "num_requests_waiting": _total(metrics, WAITING),
+        "kv_cache_usage_perc": kv_usage,
+        "kv_cache_metric": kv_name,
+        "num_preemptions": _total(metrics, PREEMPTIONS),
+    }
+
+
+def is_vllm_metrics(metrics: dict[str, list]) -> bool:
+    return any(name.startswith("vllm:") for name in metrics)
+
+
+
+# ---------------------------------------------------------------------------
+# Reading a server
 
 
 def metrics_url(url: str) -> str:

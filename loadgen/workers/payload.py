@@ -89,7 +89,8 @@ def merge_client(reports: list[LevelReport]) -> ClientReport:
     """The level's self-check: the busiest worker's (each worker is its own process)."""
     clients = [(r.worker, r.client) for r in reports if r.client is not None]
     if not clients:
-        return ClientReport(0.0, summarize(LevelMetrics().hists["ttft_ms"], 1e-3), False, None)
+        return ClientReport(0.0, summarize(LevelMetrics().hists["ttft_ms"], UNIT_SCALE["ttft_ms"]),
+                            False, None)
     worst = max(clients, key=lambda wc: (wc[1].saturated, wc[1].cpu_percent))
     warnings = [f"worker {w}: {c.warning}" for w, c in clients if c.warning]
     return ClientReport(worst[1].cpu_percent, worst[1].loop_lag_ms,
