@@ -408,5 +408,6 @@ async def run(target: str | Target | None = None, *, load: Load | None = None,
 
 
 __all__ = ["sweep", "run", "run_config", "run_on", "open_for_runs", "OpenedTarget",
-           "build_config", "make_target", "SIMULATOR", "RunConfig", "TargetConfig", "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions",
-           "PromptSource", "RunControl", "WorkloadSettings"]
+           "build_config", "make_target", "SIMULATOR", "RunConfig", "TargetConfig",
+           "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions", "PromptSource",
+           "RunControl", "WorkloadSettings"]

@@ -1,5 +1,5 @@
-"""A scenario phase opens its target once: one preflight and one read of the server's
-facts, however many measurements and levels it runs (issue 13).
+"""A scenario phase opens its target once: one preflight, however many measurements and
+levels it runs (issue 13).
 
 Counted where the requests arrive: the simulator counts its ``GET /v1/models`` (the HTTP
 target's preflight); the SageMaker test server records every invocation, the preflight
@@ -60,7 +60,7 @@ def run_phase(path: Path, out: Path) -> dict:
     return json.loads((out / "phase-a.json").read_text())
 
 
-def test_an_http_phase_sends_one_preflight_and_reads_its_facts_once(start_sim, tmp_path):
+def test_an_http_phase_sends_one_preflight_for_all_its_measurements(start_sim, tmp_path):
     url = start_sim(FAST, responder=make_simulated_responder(0, wrong_rate=0.0))
     data = run_phase(write_scenario(tmp_path, url), tmp_path / "out")
 
