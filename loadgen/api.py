@@ -24,7 +24,7 @@ from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .prompts import PromptSource, PromptStream, prefill_count
 from .record import now_iso
-from .results import RunResult
+from .results import RunResult, server_section
 from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
@@ -121,7 +121,8 @@ async def _opened(target: Target, control: RunControl) -> AsyncIterator[Target]:
 
 
 async def _server_facts(target: Target) -> dict | None:
-    """KV-cache facts from a vLLM HTTP server's /metrics; None when there are none to read."""
+    """The results' ``server`` section from a vLLM HTTP server's /metrics; None when there
+    are no facts to read."""
     info = target.describe()
     if info.get("kind") != "openai-http":
         return None  # SageMaker keeps /metrics inside the container: facts come from deploys
@@ -131,7 +132,36 @@ async def _server_facts(target: Target) -> dict | None:
         facts = await fetch_server_facts(info["url"], timeout_s=5.0)
     except LoadgenError:
         return None  # not vLLM, or metrics disabled: nothing to sample either
-    return {"source": "metrics", **facts}
+    return server_section("metrics", facts)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenedTarget:
+    """A target opened for one or more runs (:func:`run_on`): its preflight and the read of
+    its server's /metrics facts happen once, however many runs go through it (a scenario
+    phase runs every measurement on one)."""
+
+    target: Target
+    simulated: bool  # the built-in simulator, started for these runs
+    server: dict[str, Any]  # the results' ``server`` section ({} when nothing is known)
+    metrics_url: str | None  # where levels sample /metrics (None: not a vLLM HTTP server)
+    # Request ids stay unique over every run on the target (server logs can be matched).
+    ids: RequestIds = dataclasses.field(default_factory=RequestIds)
+
+
+@contextlib.asynccontextmanager
+async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_size: int = 100,
+                        sagemaker_options: dict[str, Any] | None = None,
+                        control: RunControl | None = None,
+                        server_facts: bool = True) -> AsyncIterator[OpenedTarget]:
+    """Open ``target`` (a URL, a :class:`Target`, or ``"simulator"``) for runs with
+    ``options`` on at most ``pool_size`` connections; with ``server_facts``, read its
+    server's /metrics facts. Closed (and a simulator stopped) when the block ends."""
+    async with _resolve_target(target, options, pool_size, sagemaker_options or {},
+                               control or RunControl()) as (opened, simulated):
+        facts = await _server_facts(opened) if server_facts else None
+        yield OpenedTarget(opened, simulated, server=facts or {},
+                           metrics_url=opened.describe()["url"] if facts is not None else None)
 
 
 async def _measure_level(target: Target, load: Load, sample_url: str | None,
@@ -266,52 +296,76 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
     instead of ``config.loads``, read as the run goes (a list the caller extends from
     ``on_level``: the saturation profile). Returns the run with its :class:`LevelResult`
     objects (``sweep`` turns it into typed :class:`Results`)."""
-    levels = config.loads if levels is None else levels
     if out is not None:
         check_writable(out)
     control = control or RunControl()
-    count = config.worker_count()
-    scaled = count > 1 or config.ray is not None
-    if scaled and target is not None:
-        raise ConfigError("workers build their own target: pass a URL, not a Target object")
-    workload = config.workload
-    prompts = config.prompts if config.prompts is not None else workload.prompt_source()
+    prompts = config.prompts if config.prompts is not None else config.workload.prompt_source()
+    config = dataclasses.replace(config, prompts=prompts)
     options = config.options
     if getattr(prompts, "turns", 1) > 1:  # a session's next turn carries the answers
         if options.api != "chat":
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
-    if scaled:
+    if _scaled(config):
+        if target is not None:
+            raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
+    async with open_for_runs(target or config.target.url or SIMULATOR, options,
+                             pool_size=pool_size_for(config.loads),
+                             sagemaker_options=config.target.sagemaker_options(),
+                             control=control,
+                             server_facts=bool(config.server_metrics_interval_s)) as opened:
+        return await run_on(opened, config, out=out, control=control,
+                            keep_records=keep_records, on_progress=on_progress,
+                            on_level=on_level, on_start=on_start, log=log, levels=levels)
+
+
+def _scaled(config: RunConfig) -> bool:
+    """Whether worker processes (or Ray actors) generate the load."""
+    return config.worker_count() > 1 or config.ray is not None
+
+
+async def run_on(opened: OpenedTarget, config: RunConfig, *,
+                 out: str | os.PathLike | None = None, control: RunControl | None = None,
+                 keep_records: bool = False,
+                 on_progress: Callable[[Load, dict], None] | None = None,
+                 on_level: Callable[[LevelResult], None] | None = None,
+                 on_start: Callable[[RunResult], None] | None = None,
+                 log: Callable[[str], None] | None = None,
+                 levels: Sequence[Load] | None = None) -> RunResult:
+    """Run ``config``'s levels on a target already opened (:func:`open_for_runs`, with
+    the run's request options): :func:`run_config` without the preflight and the server
+    facts, which ``opened`` has. With ``config.workers`` > 1 (or Ray) the workers still
+    open their own targets from the URL; the levels' /metrics are sampled from here."""
+    levels = config.loads if levels is None else levels
+    control = control or RunControl()
+    workload = config.workload
+    prompts = config.prompts if config.prompts is not None else workload.prompt_source()
     async with contextlib.AsyncExitStack() as stack:
-        opened, simulated = await stack.enter_async_context(_resolve_target(
-            target or config.target.url or SIMULATOR, options,
-            pool_size_for(config.loads), config.target.sagemaker_options(), control))
         pool = None
-        if scaled:
+        if _scaled(config):
             from .workers import worker_pool
 
-            if simulated:  # the simulator this run started
-                config = config.with_target(opened.describe()["url"])
-            pool = await stack.enter_async_context(worker_pool(config, count,
+            config = config.for_workers(prompts)
+            if opened.simulated:  # the simulator this run started
+                config = config.with_target(opened.target.describe()["url"])
+            pool = await stack.enter_async_context(worker_pool(config, config.worker_count(),
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
         exports = stack.enter_context(workload.open_exports())  # after the preflight
-        result = RunResult(target=opened.describe(), levels=[], started_at=now_iso(),
-                           simulated=simulated)
+        result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
+                           simulated=opened.simulated, server=dict(opened.server))
         result.extra["workload"] = workload.describe(
             prompts if isinstance(prompts, PromptSource) else None)
         if pool is not None:
             result.extra["workers"] = pool.describe()
-        facts = await _server_facts(opened) if config.server_metrics_interval_s else None
-        result.server = facts or {}
-        sample_url = opened.describe()["url"] if facts is not None else None
+        sample_url = opened.metrics_url if config.server_metrics_interval_s else None
         stream = PromptStream(prompts)
         measure = functools.partial(
             _measure_level, sample_url=sample_url,
             interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
-            prompts=stream, control=control, keep_records=keep_records, ids=RequestIds(),
+            prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
             slos=workload.slos, sinks=exports.sinks)
         if on_start:
@@ -328,7 +382,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                 if getattr(prompts, "tokenizer", None) is not None:
                     stream.prefill(prefill_count(load, config.stop))  # off the level's clock
                 exports.begin_level(index + 1, load)
-                level = await measure(opened, load, on_progress=progress)
+                level = await measure(opened.target, load, on_progress=progress)
                 exports.end_level()
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
@@ -336,7 +390,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                 result.save(out)
             if on_level:
                 on_level(level)
-        result.target = opened.describe()
+        result.target = opened.target.describe()
         result.finished_at = now_iso()
         result.partial = (control.stopped or len(result.levels) < len(levels)
                           or any(level.partial for level in result.levels))
@@ -353,6 +407,7 @@ async def run(target: str | Target | None = None, *, load: Load | None = None,
     return await sweep(target, stop=stop, **kwargs)
 
 
-__all__ = ["sweep", "run", "run_config", "build_config", "make_target", "SIMULATOR", "RunConfig",
-           "TargetConfig", "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions",
-           "PromptSource", "RunControl", "WorkloadSettings"]
+__all__ = ["sweep", "run", "run_config", "run_on", "open_for_runs", "OpenedTarget",
+           "build_config", "make_target", "SIMULATOR", "RunConfig", "TargetConfig",
+           "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions", "PromptSource",
+           "RunControl", "WorkloadSettings"]

@@ -12,7 +12,7 @@ time, equal to the actual send time in closed loop):
 name                   formula                                           recorded in
 =====================  ================================================  ===========
 ttft_ms                first − intended                                  µs
-e2e_ms                 end − intended                                    µs
+e2e_ms                 end − intended   (:func:`e2e_ns`)                 µs
 itl_ms                 every gap between consecutive content chunks      µs
 tpot_ms                (e2e − ttft) / (n − 1)   (n ≥ 2)                  µs
 decode_tokens_per_s    (n − 1) / (e2e − ttft)   (n ≥ 2)                  milli-tok/s
@@ -279,11 +279,17 @@ class LevelMetrics:
                 "dropped": c.dropped, "output_tokens": c.output_tokens}
 
 
+def e2e_ns(rec: RequestRecord) -> int:
+    """e2e = end − intended: what a user waits for the whole answer, from when the request
+    was due to its last byte (``e2e_ms``; a scenario's ``fixed_length.e2e_s`` too)."""
+    return rec.end_ns - rec.intended_ns
+
+
 def request_latencies(rec: RequestRecord) -> dict[str, int]:
     """The per-request metrics of one completed request, in histogram units (µs,
     milli-tokens/s): ``e2e_ms`` always, ``ttft_ms`` with content, ``tpot_ms`` and
     ``decode_tokens_per_s`` with n >= 2 tokens over a positive decode time."""
-    out = {"e2e_ms": (rec.end_ns - rec.intended_ns) // 1000}
+    out = {"e2e_ms": e2e_ns(rec) // 1000}
     first = rec.first_content_ns
     if first is None:
         return out

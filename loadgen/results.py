@@ -84,6 +84,17 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     return out
 
 
+def server_section(source: str, facts: dict[str, Any] | None = None,
+                   **more: Any) -> dict[str, Any]:
+    """The results file's ``server`` block, built here only: where the facts came from
+    (``metrics``: a running vLLM server's /metrics; ``deployment``: a SageMaker deployment
+    record, whose facts come from the startup log in CloudWatch), the facts
+    (:data:`loadgen.vllm.facts.FACT_KEYS`) and ``more`` (a deployment's time to InService,
+    endpoint name, ...). Unknown (None) values are left out: a key is there when known."""
+    known = {**(facts or {}), **more}
+    return {"source": source, **{key: value for key, value in known.items() if value is not None}}
+
+
 def _turn_to_dict(turn: int, metrics: LevelMetrics) -> dict[str, Any]:
     """Multi-turn sessions: the requests of one turn number (same formulas as the level)."""
     c = metrics.counts

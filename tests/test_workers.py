@@ -123,9 +123,13 @@ def test_two_workers_count_every_request_and_token_exactly(sim_url):
     level = _level(result)
     assert level["requests"]["completed"] == 23 and level["requests"]["failed"] == 0
     assert level["output_tokens"] == 23 * 6
-    for metric in ("ttft_ms", "e2e_ms", "tpot_ms"):
+    for metric in ("ttft_ms", "e2e_ms"):
         assert decode_histogram(level["histograms"][metric]).get_total_count() == 23
         assert level[metric]["count"] == 23
+    # TPOT needs the tokens spread over more than one read: on a busy box a request's six
+    # tokens can arrive in one, and that request has no TPOT (metrics.request_latencies).
+    tpot = decode_histogram(level["histograms"]["tpot_ms"]).get_total_count()
+    assert 0 < tpot <= 23 and level["tpot_ms"]["count"] == tpot
     workers = level["workers"]
     assert [w["index"] for w in workers] == [0, 1]
     assert [w["completed"] for w in workers] == [13, 10]  # 3 and 2 streams: ⌊23·3/5⌋, rest

@@ -21,6 +21,7 @@ from typing import AsyncIterator, Callable
 
 from ..engine import RunControl
 from ..errors import LoadgenError
+from ..results import server_section
 from .phase import Endpoint, PhaseDoc
 from .schema import Phase, PhaseDeployBlock, Scenario
 
@@ -68,10 +69,11 @@ def _status_printer(log: Log, what: str) -> Callable[[str, float], None]:
 
 def server_facts(dep) -> dict:
     """The phase file's ``server`` block from a deployment record."""
-    return {**(dep.facts or {}), "time_to_in_service_s": dep.seconds_to_in_service,
-            "aws_time_to_in_service_s": dep.aws_seconds_to_in_service,
-            "endpoint_name": dep.endpoint_name, "region": dep.region,
-            "instance_type": (dep.spec or {}).get("instance_type")}
+    return server_section("deployment", dep.facts,
+                          time_to_in_service_s=dep.seconds_to_in_service,
+                          aws_time_to_in_service_s=dep.aws_seconds_to_in_service,
+                          endpoint_name=dep.endpoint_name, region=dep.region,
+                          instance_type=(dep.spec or {}).get("instance_type"))
 
 
 @contextlib.asynccontextmanager
@@ -100,7 +102,7 @@ async def deployed(scenario: Scenario, phase: Phase, out_dir: Path, doc: PhaseDo
         except (DeployFailed, DeployCancelled) as exc:
             dep = exc.deployment
             raise
-        doc.data["server"].update(server_facts(dep))
+        doc.server.update(server_facts(dep))
         doc.data["deployment"] = dep.to_json()
         doc.save()
         log(f"InService after {dep.seconds_to_in_service} s")

@@ -11,6 +11,10 @@ The file (``DIR/phase-<label>.json``) is the results-file dict of ``loadgen swee
     fidelity:     the fidelity suite's answers and score
     server:       deployment facts (time to InService, weights, KV cache, ...)
 
+Every measurement of a phase runs through the engine (:func:`loadgen.api.run_on`) on one
+target opened for the phase: one preflight (a real request on SageMaker) and one read of
+the server's /metrics facts, however many measurements and levels there are.
+
 It is rewritten (atomically) after every measurement, so an interruption or a
 failure later in the phase keeps what was measured. ``phase.status`` is
 ``running`` until the phase ends ``complete``, ``failed`` or ``interrupted``;
@@ -19,22 +23,24 @@ failure later in the phase keeps what was measured. ``phase.status`` is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
-from .. import __version__
-from ..api import make_target, run_config
+from ..api import OpenedTarget, make_target, open_for_runs, run_on
 from ..config import RequestOptions, Timeouts
-from ..engine import RunControl
+from ..engine import LevelResult, RunControl
+from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
 from ..load import ConstantConcurrency, StopRule
+from ..metrics import e2e_ns
 from ..prompts import PromptSource, load_prompt_file
 from ..record import now_iso
-from ..results import write_json
+from ..results import RunResult, level_to_dict, write_json
 from ..runconfig import RunConfig, TargetConfig
-from ..targets.base import open_target
+from ..targets.base import Target, open_target, with_options
 from .schema import Phase, Scenario
 
 COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"
@@ -59,38 +65,43 @@ def is_complete(data: dict | None) -> bool:
 
 
 class PhaseDoc:
-    """The phase file being built; :meth:`save` writes it atomically."""
+    """The phase file being built: a results file (:attr:`run`: target, ``server``, the
+    sweep as its levels) followed by the phase's own keys (:attr:`data`: phase, scenario,
+    measurements, fidelity, simulation, deployment, ...); :meth:`save` writes it atomically."""
 
     def __init__(self, path: Path, phase: Phase, run_info: dict) -> None:
         self.path = path
-        self.data: dict[str, Any] = {
-            "loadgen_version": __version__, "target": {}, "started_at": now_iso(),
-            "finished_at": None, "partial": True, "simulated": bool(run_info.get("simulated")),
-            "server": {}, "levels": [],
+        self.run = RunResult(target={}, levels=[], started_at=now_iso(), partial=True,
+                             simulated=bool(run_info.get("simulated")))
+        self.data: dict[str, Any] = self.run.extra
+        self.data.update({
             "phase": {"label": phase.label, "checkpoint": phase.checkpoint, "model": phase.model,
                       "order_index": phase.order_index, "status": RUNNING, "error": None,
                       "notes": phase.notes},
             "scenario": run_info,
             "measurements": {"single_stream": None, "fixed_length": None, "sweep": []},
             "fidelity": None,
-        }
+        })
 
     @property
     def measurements(self) -> dict:
         return self.data["measurements"]
 
-    def set_target(self, described: dict) -> None:
-        if not self.data["target"]:
-            self.data["target"] = described
+    @property
+    def server(self) -> dict[str, Any]:
+        """The results file's ``server`` section (deployment and /metrics facts)."""
+        return self.run.server
 
     def save(self) -> Path:
-        return write_json(self.path, self.data)
+        data = self.run.to_dict()
+        data["measurements"] = {**data["measurements"], "sweep": data["levels"]}
+        return write_json(self.path, data)
 
     def finish(self, status: str, error: str | None = None) -> Path:
         phase = self.data["phase"]
         phase["status"], phase["error"] = status, error
-        self.data["finished_at"] = now_iso()
-        self.data["partial"] = status != COMPLETE
+        self.run.finished_at = now_iso()
+        self.run.partial = status != COMPLETE
         return self.save()
 
 
@@ -115,7 +126,8 @@ def request_options(scenario: Scenario, phase: Phase) -> RequestOptions:
 
 
 class Measurer:
-    """Runs the scenario's measurements for one phase into its :class:`PhaseDoc`."""
+    """Runs the scenario's measurements for one phase into its :class:`PhaseDoc`, all on
+    one opened target: one preflight and one read of the server's facts per phase."""
 
     def __init__(self, scenario: Scenario, phase: Phase, endpoint: Endpoint, doc: PhaseDoc,
                  control: RunControl, log: Log) -> None:
@@ -137,44 +149,63 @@ class Measurer:
                          options=self.options, prompts=self._prompts(output_tokens),
                          workers=workers)
 
-    async def _level(self, concurrency: int, stop: StopRule, output_tokens: int,
-                     keep_records: bool = False, workers: int = 1):
+    def _connections(self) -> int:
+        """Connections the phase needs at once: its highest concurrency."""
+        sweep = self.scenario.measurements.sweep
+        return max((1, *sweep.concurrency)) if sweep.enabled else 1
+
+    async def _level(self, opened: OpenedTarget, concurrency: int, stop: StopRule,
+                     output_tokens: int, keep_records: bool = False,
+                     workers: int = 1) -> LevelResult | None:
+        """One level on the phase's target (None: the run was stopped before it)."""
         config = self._config(concurrency, stop, output_tokens, workers)
-        result = await run_config(config, control=self.control, keep_records=keep_records,
-                                  log=self.log)
-        data = result.to_dict()
-        self.doc.set_target(data["target"])
-        return result, data["levels"][0] if data["levels"] else None
+        result = await run_on(opened, config, control=self.control, keep_records=keep_records,
+                              log=self.log)
+        return result.levels[0] if result.levels else None
 
     async def run_all(self) -> None:
-        steps = [self.single_stream, self.fixed_length, self.sweep, self.fidelity]
-        for step in steps:
+        if self.control.stopped:
+            return
+        try:
+            async with open_for_runs(self.endpoint.url, self.options,
+                                     pool_size=self._connections(),
+                                     sagemaker_options=self.endpoint.options(),
+                                     control=self.control) as opened:
+                self.doc.run.target = opened.target.describe()
+                self.doc.server.update(opened.server)
+                await self._measure_all(opened)
+        except RunStopped:
+            return  # stopped during the preflight: nothing measured, the phase is interrupted
+
+    async def _measure_all(self, opened: OpenedTarget) -> None:
+        for step in (self.single_stream, self.fixed_length, self.sweep, self.fidelity):
             if self.control.stopped:
                 return
-            await step()
+            await step(opened)
+            self.doc.run.target = opened.target.describe()
             self.doc.save()
 
-    async def single_stream(self) -> None:
+    async def single_stream(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.single_stream
         if not spec.enabled:
             return
-        _, level = await self._level(1, StopRule(requests=spec.requests, warmup=spec.warmup),
-                                     spec.output_tokens)
+        result = await self._level(opened, 1, StopRule(requests=spec.requests,
+                                                       warmup=spec.warmup), spec.output_tokens)
+        level = level_to_dict(result) if result is not None else None
         self.doc.measurements["single_stream"] = level
         if level:
             decode = (level.get("decode_tokens_per_s") or {}).get("mean")
             self.log(f"single stream: decode {_num(decode)} tok/s (mean of "
                      f"{level['requests']['completed']} requests)")
 
-    async def fixed_length(self) -> None:
+    async def fixed_length(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.fixed_length
         if not spec.enabled:
             return
-        result, _ = await self._level(1, StopRule(requests=spec.repeats), spec.output_tokens,
-                                      keep_records=True)
-        records = (result.levels[0].records or []) if result.levels else []
-        # e2e as a user sees it: from sending the request to the last byte.
-        times = [round((r.end_ns - r.intended_ns) / 1e9, 4) for r in records if r.ok]
+        result = await self._level(opened, 1, StopRule(requests=spec.repeats),
+                                   spec.output_tokens, keep_records=True)
+        records = (result.records or []) if result is not None else []
+        times = [round(e2e_ns(r) / 1e9, 4) for r in records if r.ok]
         failed = sum(not r.ok for r in records)
         self.doc.measurements["fixed_length"] = {
             "tokens": spec.output_tokens, "repeats": spec.repeats, "e2e_s": times,
@@ -184,7 +215,7 @@ class Measurer:
             self.log(f"{spec.output_tokens}-token generations: {min(times):.2f}-{max(times):.2f} s "
                      f"({len(times)} runs)")
 
-    async def sweep(self) -> None:
+    async def sweep(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.sweep
         if not spec.enabled:
             return
@@ -193,30 +224,40 @@ class Measurer:
                 return
             stop = StopRule(requests=spec.requests_at(concurrency), duration_s=spec.duration,
                             warmup=spec.warmup)
-            _, level = await self._level(concurrency, stop, spec.output_tokens,
-                                         workers=spec.workers)
-            if level is None:
+            result = await self._level(opened, concurrency, stop, spec.output_tokens,
+                                       workers=spec.workers)
+            if result is None:
                 continue
-            self.doc.measurements["sweep"].append(level)
-            self.doc.data["levels"] = self.doc.measurements["sweep"]
+            self.doc.run.levels.append(result)
             self.doc.save()
+            level = level_to_dict(result)
             self.log(f"concurrency {concurrency}: {_num(level['output_tokens_per_s'])} output "
                      f"tok/s, {level['requests']['completed']} ok / "
                      f"{level['requests']['failed']} failed")
 
-    async def fidelity(self) -> None:
+    async def fidelity(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.fidelity
         if not spec.enabled:
             return
         options = fidelity_options(self.options)
-        url = self.endpoint.fidelity_url or self.endpoint.url
-        target = make_target(url, options, pool_size=1, **self.endpoint.options())
-        async with open_target(target) as opened:
-            result = await run_fidelity(opened, options, seed=spec.seed,
+        async with self._fidelity_target(opened, options) as target:
+            result = await run_fidelity(target, options, seed=spec.seed,
                                         max_tokens=spec.max_tokens)
         self.doc.data["fidelity"] = result.to_dict()
         self.log(f"fidelity: {result.score}/{result.total} correct"
                  + (f", {result.errors} failed requests" if result.errors else ""))
+
+    @contextlib.asynccontextmanager
+    async def _fidelity_target(self, opened: OpenedTarget,
+                               options: RequestOptions) -> AsyncIterator[Target]:
+        """The phase's target asking with the fidelity options; under ``--simulate`` the
+        answering twin instead, a second server (its responder lives in this process)."""
+        if self.endpoint.fidelity_url is None:
+            yield with_options(opened.target, options)
+            return
+        twin = make_target(self.endpoint.fidelity_url, options, pool_size=1)
+        async with open_target(twin) as answering:
+            yield answering
 
 
 def _num(value: float | None) -> str:

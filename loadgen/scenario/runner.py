@@ -20,7 +20,6 @@ from typing import AsyncIterator, Callable, Sequence
 
 from ..engine import RunControl
 from ..errors import ConfigError, LoadgenError
-from ..vllm.server_metrics import fetch_server_facts
 from .phase import (
     COMPLETE,
     FAILED,
@@ -177,9 +176,8 @@ async def _endpoint(scenario: Scenario, phase: Phase, options: RunOptions, doc: 
         scale = options.effective_time_scale(scenario)
         doc.data["simulation"] = simulation_block(scenario, phase, scale)
         if phase.deploy is not None:
-            doc.data["server"]["deploy"] = "skipped: simulated run (no AWS calls)"
+            doc.server["deploy"] = "skipped: simulated run (no AWS calls)"
         async with simulated_servers(scenario, phase, scale) as servers:
-            await _record_server_facts(doc, servers.url, log)
             yield Endpoint(servers.url, {}, servers.fidelity_url)
         return
     if phase.deploy is not None:
@@ -189,20 +187,7 @@ async def _endpoint(scenario: Scenario, phase: Phase, options: RunOptions, doc: 
             yield endpoint
         return
     assert phase.target is not None
-    if not phase.target.url.startswith("sagemaker://"):
-        await _record_server_facts(doc, phase.target.url, log)
     yield Endpoint(phase.target.url, phase.target.sagemaker_options())
-
-
-async def _record_server_facts(doc: PhaseDoc, url: str, log: Log) -> None:
-    """KV-cache capacity from the server's /metrics; optional (not every server has it)."""
-    try:
-        facts = await fetch_server_facts(url, timeout_s=5.0)
-    except LoadgenError as exc:
-        log(f"no server facts from /metrics: {exc}")
-        return
-    doc.data["server"].update({k: v for k, v in facts.items() if v is not None})
-    doc.save()
 
 
 def _write_reports(scenario: Scenario, run: ScenarioRun, info: dict, log: Log) -> None:

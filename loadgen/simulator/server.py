@@ -104,10 +104,12 @@ class _Handlers:
         return web.Response(status=200)
 
     async def metrics(self, request: web.Request) -> web.Response:
+        self.state.reads[request.path] += 1
         return web.Response(body=self.state.metrics_text(),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def models(self, request: web.Request) -> web.Response:
+        self.state.reads[request.path] += 1
         body = models_body(self.profile.model, self.created, self.profile.max_model_len)
         return web.Response(body=body, content_type=_JSON)
 

@@ -87,6 +87,8 @@ class SimState:
         self.prompt_tokens = 0
         self.kv_tokens = 0  # prompt + generated tokens of the running requests
         self.faults: Counter[str] = Counter()
+        # GET /v1/models (a client's preflight) and GET /metrics, counted by path.
+        self.reads: Counter[str] = Counter()
         self.prefix_cache = PrefixCache(profile.block_size, profile.num_gpu_blocks)
         self.log: deque[RequestLogEntry] = deque(maxlen=log_size)
         self._slots = asyncio.Semaphore(profile.max_num_seqs)
@@ -149,6 +151,7 @@ class SimState:
             "tokens_sent": self.tokens_sent,
             "bytes_sent": self.bytes_sent,
             "faults_injected": dict(self.faults),
+            "reads": dict(self.reads),
             "cpu_s": time.process_time(),
         }
 

@@ -28,10 +28,13 @@ read). A target:
 
 from __future__ import annotations
 
+import copy as _copy
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
+from ..config import RequestOptions
+from ..errors import ConfigError
 from ..record import Prompt, RequestRecord
 
 
@@ -77,3 +80,22 @@ class open_target:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.target.close()
+
+
+# Request options an opened target has built into its URL, request head, key or connection
+# pool: a target sending with other options must keep these.
+_FIXED_AT_OPEN = ("api", "stream", "transport", "timeouts", "api_key_env", "model")
+
+
+def with_options(target: Any, options: RequestOptions) -> Any:
+    """The opened ``target`` sending with ``options``, on its connections: no second
+    preflight (a fidelity suite after the load, on the same server). Per-request options
+    may differ (sampling, ``ignore_eos``, ``keep_text``); those fixed at open may not.
+    The copy shares the original's transport: only the original is closed."""
+    changed = [name for name in _FIXED_AT_OPEN
+               if getattr(options, name) != getattr(target.options, name)]
+    if changed:
+        raise ConfigError(f"an opened target keeps its {', '.join(changed)}: open another")
+    view = _copy.copy(target)
+    view.options = options
+    return view
