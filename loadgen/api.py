@@ -22,13 +22,13 @@ from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
-from .prompts import PromptSource, PromptStream, prefill_count
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
-from .workload import WorkloadSettings
+from .workload.prompts import PromptSource, PromptStream, prefill_count
+from .workload.settings import WorkloadSettings
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from taskgroup import TaskGroup

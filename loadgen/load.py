@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterator, Union
 
 from .errors import ConfigError
-from .trace import TraceReplay
+from .workload.trace import TraceReplay
 
 ARRIVALS = ("constant", "poisson")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+
 def now_iso() -> str:
     """Wall-clock time now, UTC, ISO 8601 to the second: the ``started_at``/``created_at``
     stamps of results, deployment records and reports (never used to measure anything)."""

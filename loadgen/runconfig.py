@@ -20,8 +20,8 @@ from typing import Any, Sequence, Union
 from .config import RequestOptions
 from .errors import ConfigError
 from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, StopRule
-from .prompts import PromptSource
-from .workload import WorkloadSettings
+from .workload.prompts import PromptSource
+from .workload.settings import WorkloadSettings
 
 # What one worker process is asked to drive at most when ``workers="auto"`` sizes a run.
 STREAMS_PER_WORKER = 256

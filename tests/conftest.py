@@ -81,7 +81,7 @@ def tokenizer_path(tmp_path_factory):
     """A small byte-level BPE tokenizer trained here on a tiny corpus (no downloads)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from loadgen.prompts import _WORDS
+    from loadgen.workload.prompts import _WORDS
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from loadgen.cli.main import cli
-from loadgen.datasets import load_dataset
 from loadgen.errors import ConfigError
-from loadgen.prompts import PromptSource
-from loadgen.tokenizer import estimate_tokens, load_tokenizer
+from loadgen.workload.datasets import load_dataset
+from loadgen.workload.prompts import PromptSource
+from loadgen.workload.tokenizer import estimate_tokens, load_tokenizer
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 

@@ -17,9 +17,9 @@ from loadgen.engine import RunControl
 from loadgen.errors import TargetError
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
 from loadgen.metrics import decode_histogram
-from loadgen.prompts import PromptSource
 from loadgen.runconfig import RunConfig, TargetConfig
 from loadgen.workers import ray_actors
+from loadgen.workload.prompts import PromptSource
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 

@@ -17,7 +17,7 @@ import loadgen
 from loadgen.engine import LevelResult, RunControl, run_level
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule, ramped
 from loadgen.metrics import request_latencies
-from loadgen.prompts import PromptStream
+from loadgen.workload.prompts import PromptStream
 from tests.helpers.scripted_target import Reply, ScriptedTarget
 from tests.helpers.virtual_time import MS, LoopClock, run_virtual
 

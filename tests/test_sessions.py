@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import loadgen
 from loadgen.cli.main import cli
 from loadgen.simulator import SimProfile
-from loadgen.tokenizer import estimate_tokens
+from loadgen.workload.tokenizer import estimate_tokens
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from loadgen.cli.main import cli
 from loadgen.errors import ConfigError
 from loadgen.simulator import SimProfile
-from loadgen.tokenizer import load_tokenizer
-from loadgen.trace import TracePrompts, TraceReplay, load_trace
+from loadgen.workload.tokenizer import load_tokenizer
+from loadgen.workload.trace import TracePrompts, TraceReplay, load_trace
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 

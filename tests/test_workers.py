@@ -30,11 +30,11 @@ from loadgen.engine import Share
 from loadgen.errors import ConfigError
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
 from loadgen.metrics import decode_histogram
-from loadgen.prompts import PromptSource
 from loadgen.runconfig import RunConfig, TargetConfig, auto_workers
 from loadgen.simulator import SimProfile
 from loadgen.workers.split import worker_level
-from loadgen.workload import WorkloadSettings
+from loadgen.workload.prompts import PromptSource
+from loadgen.workload.settings import WorkloadSettings
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 

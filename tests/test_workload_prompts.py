@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from loadgen.cli.main import cli
 from loadgen.errors import ConfigError
-from loadgen.prompts import PromptSource
-from loadgen.tokenizer import estimate_tokens, load_tokenizer
+from loadgen.workload.prompts import PromptSource
+from loadgen.workload.tokenizer import estimate_tokens, load_tokenizer
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
@@ -138,7 +138,7 @@ def test_estimate_is_characters_over_four():
 
 def test_prompt_stream_fills_ahead_in_order():
     from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
-    from loadgen.prompts import PromptStream, prefill_count
+    from loadgen.workload.prompts import PromptStream, prefill_count
 
     made = []
 

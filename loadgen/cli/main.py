@@ -33,7 +33,7 @@ from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
 from ..runconfig import RunConfig, TargetConfig, parse_workers
 from ..saturation import saturation_sweep
-from ..workload import WorkloadSettings
+from ..workload.settings import WorkloadSettings
 from .common import LoadgenGroup, StopSignals, UserError, run_async
 from .options import run_options
 from .workload import check_level_options, workload_from_options

@@ -16,10 +16,10 @@ import cloup
 
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, TRANSPORTS, RequestOptions, Timeouts
-from ..datasets import FORMATS
 from ..load import ARRIVALS, ArrivalRate, StopRule
 from ..runconfig import RunConfig, TargetConfig, default
-from ..workload import WorkloadSettings
+from ..workload.datasets import FORMATS
+from ..workload.settings import WorkloadSettings
 
 request, timeouts, workload = RequestOptions, Timeouts, WorkloadSettings
 

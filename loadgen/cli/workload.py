@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..workload import WorkloadSettings
+from ..workload.settings import WorkloadSettings
 
 _KEYS = ("turns", "think_time", "tokenizer", "input_tokens_stdev", "output_tokens_stdev",
          "dataset", "dataset_format", "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",

@@ -12,13 +12,13 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..clock import MONOTONIC, Clock
 from ..load import Load, StopRule
 from ..metrics import LevelMetrics
-from ..prompts import Session
 from ..record import Prompt, RequestRecord
 from ..slo import SLO
 from ..targets.base import PreparedRequest, PreparingTarget, Target
-from ..clock import MONOTONIC, Clock
+from ..workload.prompts import Session
 from .control import RunControl
 from .share import RequestIds, Share
 from .tally import RecordSink, Tally

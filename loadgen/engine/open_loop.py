@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from ..load import ArrivalRate, ramped
-from ..trace import TraceReplay
+from ..workload.trace import TraceReplay
 from . import sessions
 from .level import Level
 

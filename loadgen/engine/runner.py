@@ -18,13 +18,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from ..clock import MONOTONIC, Clock, first_of
 from ..load import ConstantConcurrency, Load, StopRule, connections_needed
 from ..metrics import LevelMetrics
 from ..record import RequestRecord
 from ..selfcheck import ClientMonitor, ClientReport
 from ..slo import SLO, SLOCounts
 from ..targets.base import Target
-from ..clock import MONOTONIC, Clock, first_of
 from .closed_loop import start_streams
 from .control import RunControl
 from .level import Level, LevelRun, Prompts

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Coroutine
 
-from ..prompts import Session
 from ..record import Prompt, RequestRecord
 from ..targets.base import PreparedRequest
+from ..workload.prompts import Session
 from .level import Level, first_turn
 
 

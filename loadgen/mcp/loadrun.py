@@ -18,7 +18,7 @@ from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import ConfigError
 from ..load import ArrivalRate, ConstantConcurrency, Load, StopRule
-from ..prompts import PromptSource
+from ..workload.prompts import PromptSource
 from .options import ServerOptions
 
 DEFAULT_REQUESTS = 20  # per level, when neither requests nor duration is given (as the CLI)

@@ -19,7 +19,13 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from .. import aws as control
-from ..aws import DEFAULT_INSTANCE_TYPE, DeployCancelled, DeployFailed, DeploySpec, parse_env
+from ..aws import (
+    DEFAULT_INSTANCE_TYPE,
+    DeployCancelled,
+    DeployFailed,
+    DeploySpec,
+    parse_env,
+)
 from ..aws.logs import endpoint_facts_now
 from ..errors import AwsError, ConfigError
 from ..vllm.facts import ServerFacts, facts_from_log_file

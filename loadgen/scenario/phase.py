@@ -36,11 +36,11 @@ from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
 from ..load import ConstantConcurrency, StopRule
 from ..metrics import e2e_ns
-from ..prompts import PromptSource, load_prompt_file
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
 from ..runconfig import RunConfig, TargetConfig
 from ..targets.base import Target, open_target, with_options
+from ..workload.prompts import PromptSource, load_prompt_file
 from .schema import Phase, Scenario
 
 COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"

@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
-from ..prompts import PromptSource
 from ..runconfig import TargetConfig, default
 from ..simulator.profile import SimProfile
+from ..workload.prompts import PromptSource
 from .nodes import (
     Boolean,
     Integer,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 FORMATS = ("auto", "sharegpt", "jsonl", "text")
 _BY_SUFFIX = {".json": "sharegpt", ".jsonl": "jsonl", ".txt": "text"}

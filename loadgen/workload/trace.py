@@ -21,9 +21,9 @@ from typing import Iterator
 
 import orjson
 
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..record import Prompt
 from .prompts import synthetic_text
-from .record import Prompt
 from .tokenizer import TokenCounter
 
 MOONCAKE_BLOCK_TOKENS = 512

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 INSTALL_HINT = "pip install 'loadgen[tokenizer]'"
 

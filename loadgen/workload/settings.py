@@ -12,11 +12,11 @@ import contextlib
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..errors import ConfigError
+from ..export import HdrIntervalLog, RequestLog
+from ..slo import SLO, parse_slo
 from .datasets import load_dataset
-from .errors import ConfigError
-from .export import HdrIntervalLog, RequestLog
 from .prompts import PromptSource
-from .slo import SLO, parse_slo
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 

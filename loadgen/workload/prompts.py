@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..errors import ConfigError
+from ..record import Prompt
 from .datasets import Dataset, DatasetRow, load_dataset
-from .errors import ConfigError
-from .record import Prompt
 from .tokenizer import TokenCounter, estimate_tokens
 
 # A fixed vocabulary of common one-token English words: synthetic prompts are
