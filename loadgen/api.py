@@ -252,7 +252,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
     warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
     synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; sessions, traces, ramp-up, SLOs and exports run in one process only.
+    what to export; sessions, traces and exports run in one process only.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
     levels = None

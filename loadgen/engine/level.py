@@ -56,12 +56,15 @@ def _ns(seconds: float | None) -> int | None:
 
 class Level:
     """State of one running phase. ``measured``: the level's measured phase (its request
-    limit, duration, ramp-up, records); else its warm-up (``stop.warmup`` requests)."""
+    limit, duration, ramp-up, records); else its warm-up (``stop.warmup`` requests).
+    ``whole``: the whole level when ``load`` is this process's share of it (workers)."""
 
     def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Prompts,
-                 how: LevelRun, measured: bool, metrics: LevelMetrics | None = None) -> None:
+                 how: LevelRun, measured: bool, metrics: LevelMetrics | None = None,
+                 whole: Load | None = None) -> None:
         self.target = target
         self.load = load
+        self.whole = whole or load
         self.prompts = prompts
         self.how = how
         self.clock = how.clock

@@ -20,6 +20,7 @@ from .. import engine
 from ..engine import LevelRun, RequestIds, RunControl, Share
 from ..metrics import LevelMetrics
 from ..runconfig import RunConfig
+from ..slo import SLOCounts
 from ..targets.base import Target, open_target
 from .payload import LevelReport
 from .split import worker_level
@@ -32,10 +33,12 @@ class WorkerEngine:
     def __init__(self, config: RunConfig, share: Share, keep_records: bool = False) -> None:
         self.config = config
         self.share = share
-        self.how = LevelRun(RunControl(), RequestIds(), share, keep_records)
+        self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
+                            slos=config.workload.slos)  # judged here, per request
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
+        self._slo: SLOCounts | None = None  # its SLO counts (with --slo), once it runs
         self._start_ns = 0
         self._in_flight = 0
 
@@ -77,16 +80,19 @@ class WorkerEngine:
         try:
             result = await engine.measure(self._target, load, stop, self.config.prompts,
                                           self.how, start_ns=start_ns, metrics=self._metrics,
-                                          on_progress=self._note_progress)
+                                          on_progress=self._note_progress,
+                                          whole=self.config.loads[level])
         finally:
-            self._metrics = None
+            self._metrics, self._slo = None, None
         return LevelReport.of(self.share.index, result.metrics, with_histograms=True,
                               start_ns=result.start_ns, end_ns=result.end_ns,
                               client=result.client, records=result.records,
-                              connections=result.connections, final=True)
+                              connections=result.connections, final=True,
+                              slo=result.slo, ramp_excluded=result.ramp_excluded)
 
     def _note_progress(self, snapshot: dict) -> None:
         self._in_flight = snapshot["in_flight"]
+        self._slo = snapshot["slo"]
 
     def report(self, with_histograms: bool) -> LevelReport | None:
         """The level being measured, as it stands (None between levels)."""
@@ -94,4 +100,5 @@ class WorkerEngine:
             return None
         return LevelReport.of(self.share.index, self._metrics, with_histograms=with_histograms,
                               start_ns=self._start_ns, end_ns=time.perf_counter_ns(),
-                              in_flight=self._in_flight)
+                              in_flight=self._in_flight,
+                              slo=self._slo if with_histograms else None)  # pickled at once
