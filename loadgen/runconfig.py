@@ -118,7 +118,6 @@ class RunConfig:
         What cannot be split across processes yet is a one-line error."""
         workload = self.workload
         unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (getattr(prompts, "turns", 1) > 1, "--turns > 1"),
                         (workload.profile, "--profile"),
                         (workload.save_requests or workload.hdr_log,
                          "--save-requests/--hdr-log")]

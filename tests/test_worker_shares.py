@@ -12,6 +12,7 @@ The real processes against the simulator are in test_workers.py.
 from __future__ import annotations
 
 import itertools
+import pickle
 
 import pytest
 from hypothesis import given
@@ -33,7 +34,8 @@ PROMPTS = loadgen.PromptSource(8, 4, salt="s-")
 START_NS = 10**9  # every share starts at virtual 1 s (run_virtual's start), as workers at t0
 
 
-def run_share(load, stop, share: Share, script=Reply(), slos=()) -> tuple[LevelResult, list[int]]:
+def run_share(load, stop, share: Share, script=Reply(), slos=(),
+              prompts=PROMPTS) -> tuple[LevelResult, list[int]]:
     """Worker ``share``'s part of the level, from :data:`START_NS`: its result (records
     kept) and the ids it sent."""
     part = worker_level(load, stop, share)
@@ -43,16 +45,16 @@ def run_share(load, stop, share: Share, script=Reply(), slos=()) -> tuple[LevelR
     how = LevelRun(share=share, keep_records=True, slos=tuple(slos), clock=clock)
 
     async def main() -> LevelResult:
-        return await engine.measure(target, *part, PROMPTS, how, start_ns=START_NS, whole=load)
+        return await engine.measure(target, *part, prompts, how, start_ns=START_NS, whole=load)
 
     return run_virtual(main()), target.sent
 
 
-def run_level_on(workers: int, load, stop, script=Reply(), slos=()):
+def run_level_on(workers: int, load, stop, script=Reply(), slos=(), prompts=PROMPTS):
     """The level on ``workers`` shares: (results, every sent id, every measured due ms)."""
     results, sent = [], []
     for i in range(workers):
-        result, ids = run_share(load, stop, Share(i, workers), script, slos)
+        result, ids = run_share(load, stop, Share(i, workers), script, slos, prompts)
         results.append(result)
         sent += ids
     due = sorted((r.intended_ns - START_NS) / MS for result in results for r in result.records)
@@ -133,3 +135,35 @@ def test_slo_merge_without_slos_is_none_and_counts_add():
     reports = [LevelReport(0, {}, {}, {}, None, slo=a), LevelReport(1, {}, {}, {}, None, slo=b)]
     merged = merge_level(ConstantConcurrency(1), reports, 0, False, StopRule(1), slos).slo
     assert (merged.evaluated, merged.good, merged.passed) == (5, 1, [3])
+
+
+@pytest.mark.parametrize("load, stop", [
+    (ConstantConcurrency(2), StopRule(requests=12)),  # 2 streams, 2 whole sessions each
+    (ArrivalRate(4), StopRule(duration_s=1.0)),  # sessions start at 0, 250, 500, 750 ms
+])
+def test_sessions_over_workers_are_the_one_process_sessions(load, stop):
+    # 3-turn sessions; every answer takes 100 ms. Sessions are numbered run-wide like
+    # prompts (worker i's k-th session is session i + k·N), their turns take request ids.
+    prompts = loadgen.PromptSource(8, 4, salt="s-", turns=3)
+    one, sent_one, _ = run_level_on(1, load, stop, Reply(100), prompts=prompts)
+    two, sent_two, _ = run_level_on(2, load, stop, Reply(100), prompts=prompts)
+
+    def sessions(results) -> list[tuple[int, int]]:
+        return sorted((r.session, r.turn) for result in results for r in result.records)
+
+    assert sessions(one) == sessions(two) == [(s, t) for s in range(4) for t in (1, 2, 3)]
+    assert len(sent_one) == len(sent_two) == 12 and len(set(sent_two)) == 12
+    turns = merge_level(load, [LevelReport.of(i, r.metrics, with_histograms=True, turns={
+        t: LevelReport.of(i, m, with_histograms=True) for t, m in r.turns.items()})
+        for i, r in enumerate(two)], START_NS, False, stop).turns
+    assert {t: m.counts.completed for t, m in turns.items()} == {
+        t: m.counts.completed for t, m in one[0].turns.items()} == {1: 4, 2: 4, 3: 4}
+
+
+def test_a_session_by_index_is_the_same_in_every_process():
+    source = loadgen.PromptSource(8, 4, salt="s-", turns=3, output_stdev=2, seed=3)
+    session = source.prompt(5)
+    assert session.index == 5 and len(session.turns) == 3
+    copy = pickle.loads(pickle.dumps(source)).prompt(5)  # a worker's unpickled config
+    assert (copy.index, copy.turns) == (session.index, session.turns)
+    assert len({turn.text for i in range(4) for turn in source.prompt(i).turns}) == 12

@@ -426,6 +426,30 @@ def test_open_loop_ramp_up_over_workers_is_the_one_process_ramped_schedule(sim_u
     assert offsets[1] == offsets[2] == schedule[5:]
 
 
+def test_sessions_over_workers_have_the_one_process_turns(start_sim):
+    # 2 streams, 4 requests: 2 sessions of 2 turns, one per stream. Answers take 0.2 s, so a stream never starts a second session before the
+    # other stream's second turn (which would cut that session short).
+    url = start_sim(SimProfile(ttft_s=0.2, itl_s=0.001))
+    runs = {}
+    for workers in (1, 2):
+        config = RunConfig(loads=(ConstantConcurrency(2),), stop=StopRule(requests=4),
+                           target=TargetConfig(url), options=RequestOptions(api="chat"),
+                           prompts=PromptSource(8, 3, salt="s-", turns=2), workers=workers,
+                           server_metrics_interval_s=None)
+        result = asyncio.run(loadgen.api.run_config(config, keep_records=True))
+        runs[workers] = result
+        level = result.to_dict()["levels"][0]
+        assert [(t["turn"], t["completed"], t["output_tokens"]) for t in level["turns"]] == [
+            (1, 2, 6), (2, 2, 6)], workers
+        records = result.levels[0].records
+        assert sorted((r.session, r.turn) for r in records) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+        by_session = {(r.session, r.turn): r for r in records}
+        for session in (0, 1):  # the second turn carries the first and its answer
+            first, second = by_session[session, 1], by_session[session, 2]
+            assert second.input_tokens > first.input_tokens + 3
+    assert len({r.request_id for r in runs[2].levels[0].records}) == 4  # workers' ids differ
+
+
 def _goodput_of(sim_url: str, tmp_path: Path, workers: int) -> dict:
     from click.testing import CliRunner
 
@@ -484,7 +508,6 @@ def test_run_config_for_workers_picks_one_salt_in_the_parent():
 
 
 @pytest.mark.parametrize("flags, named", [
-    (["run", "--turns", "2", "--api", "chat"], "--turns > 1"),
     (["sweep", "--profile", "saturation"], "--profile"),
     (["run", "--save-requests", "req.jsonl"], "--save-requests/--hdr-log"),
 ])

@@ -119,9 +119,11 @@ class Level:
 
     # -- prompts and records ----------------------------------------------------------------
     def next_item(self) -> Prompt | Session:
-        """The next prompt (or session) of this process's share, by run-wide index; the
-        index is taken by the record made for it (:meth:`record_for`)."""
-        return self.prompts.prompt(self.how.share.request_index(self.how.ids.value))
+        """The next prompt (or session) of this process's share, by run-wide prompt index
+        (one per session: its later turns take request ids, not prompts)."""
+        ids = self.how.ids
+        ids.prompts += 1
+        return self.prompts.prompt(self.how.share.request_index(ids.prompts - 1))
 
     def record_for(self, prompt: Prompt) -> RequestRecord:
         """A new record with the next request id (on the wire) and the prompt's facts."""

@@ -12,7 +12,8 @@ Throughput over the common window: every worker starts the measured phase at the
 same instant t0, so the merged window is t0 (plus the ramp-up) .. the last completion
 of any worker and ``output_tokens_per_s`` = Σ tokens / that window, as for one process.
 Requests started during the ramp-up and SLO counts (each request judged in its
-worker, :class:`~loadgen.slo.SLOCounts`) are summed.
+worker, :class:`~loadgen.slo.SLOCounts`) are summed; multi-turn sessions' per-turn
+metrics merge turn by turn.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class LevelReport:
     final: bool = False
     idle: bool = False  # the worker's share of the level was empty
     slo: SLOCounts | None = None  # with SLOs (reports with histograms)
+    turns: dict[int, "LevelReport"] | None = None  # multi-turn sessions: each turn's part
     ramp_excluded: int = 0  # final reports: requests started during the ramp-up
 
     @classmethod
@@ -88,6 +90,13 @@ def merge_metrics(reports: list[LevelReport]) -> LevelMetrics:
     for f in dataclasses.fields(Counts):
         setattr(merged.counts, f.name, counts[f.name])
     return merged
+
+
+def merge_turns(reports: list[LevelReport]) -> dict[int, LevelMetrics]:
+    """Multi-turn sessions: each turn number's metrics, merged over the workers."""
+    numbers = sorted({turn for r in reports for turn in (r.turns or {})})
+    return {turn: merge_metrics([r.turns[turn] for r in reports
+                                 if r.turns and turn in r.turns]) for turn in numbers}
 
 
 def merge_slo(slos: tuple[SLO, ...], reports: list[LevelReport]) -> SLOCounts | None:
@@ -146,6 +155,7 @@ def merge_level(load: Load, reports: list[LevelReport], start_ns: int,
                        duration_s=(end - start_ns) / 1e9, client=merge_client(reports),
                        partial=partial, records=records, start_ns=start_ns, end_ns=end,
                        connections=dict(connections), slo=merge_slo(slos, reports),
+                       turns=merge_turns(reports),
                        ramp_up_s=stop.ramp_up_s,
                        ramp_excluded=sum(r.ramp_excluded for r in reports))
 

@@ -88,7 +88,10 @@ class WorkerEngine:
                               start_ns=result.start_ns, end_ns=result.end_ns,
                               client=result.client, records=result.records,
                               connections=result.connections, final=True,
-                              slo=result.slo, ramp_excluded=result.ramp_excluded)
+                              slo=result.slo, ramp_excluded=result.ramp_excluded,
+                              turns={turn: LevelReport.of(self.share.index, metrics,
+                                                          with_histograms=True)
+                                     for turn, metrics in result.turns.items()})
 
     def _note_progress(self, snapshot: dict) -> None:
         self._in_flight = snapshot["in_flight"]
