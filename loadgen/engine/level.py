@@ -16,7 +16,7 @@ from ..load import Load, StopRule
 from ..metrics import LevelMetrics
 from ..prompts import Session
 from ..record import Prompt, RequestRecord
-from ..slo import SLO
+from ..slo import SLO, SLOCounts
 from ..targets.base import PreparedRequest, PreparingTarget, Target
 from ..clock import MONOTONIC, Clock
 from .control import RunControl
@@ -61,7 +61,7 @@ class Level:
 
     def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Prompts,
                  how: LevelRun, measured: bool, metrics: LevelMetrics | None = None,
-                 whole: Load | None = None) -> None:
+                 slo: SLOCounts | None = None, whole: Load | None = None) -> None:
         self.target = target
         self.load = load
         self.whole = whole or load
@@ -73,7 +73,7 @@ class Level:
         # Ramp-up: requests due before its end are sent but neither tallied nor counted
         # towards the limit.
         self.ramp_ns = round(stop.ramp_up_s * 1e9) if measured else 0
-        self.tally = (Tally(metrics, how.slos, how.sinks, how.keep_records) if measured
+        self.tally = (Tally(metrics, how.slos, how.sinks, how.keep_records, slo) if measured
                       else Tally(metrics))
         self.issued = 0  # requests started (and, open loop, dropped)
         self.ramp_issued = 0  # of which due during the ramp-up

@@ -101,11 +101,12 @@ async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
 async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, how: LevelRun,
                   *, on_progress: ProgressFn | None = None, watchers: Sequence[Watcher] = (),
                   start_ns: int | None = None, metrics: LevelMetrics | None = None,
-                  whole: Load | None = None) -> LevelResult:
-    """The measured phase of a level. ``metrics``: fold into this (a worker reads it live).
-    ``whole``: the whole level, when ``load`` is this worker's share (ramp-up offsets)."""
+                  slo: SLOCounts | None = None, whole: Load | None = None) -> LevelResult:
+    """The measured phase of a level. ``metrics`` (and ``slo``, with SLOs): fold into
+    these (a worker reads them live). ``whole``: the whole level, when ``load`` is this
+    worker's share of it (ramp-up offsets)."""
     level = Level(target, load, stop, prompts, how, measured=True, metrics=metrics,
-                  whole=whole)
+                  slo=slo, whole=whole)
     monitor = ClientMonitor(clock=how.clock)
     before = _connection_counters(target)
     t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)
@@ -209,7 +210,6 @@ async def _progress_ticker(level: Level, on_progress: ProgressFn) -> None:
         snap = metrics.statistics()
         snap["elapsed_s"] = (level.clock.now_ns() - level.start_ns) / 1e9
         snap["in_flight"] = level.in_flight
-        snap["slo"] = level.tally.slo  # live SLO counts (a worker reports them)
         # The live histograms, for callers that show percentiles so far (loadgen mcp's
         # run_status): reading a percentile costs milliseconds, so only on demand.
         snap["metrics"] = metrics

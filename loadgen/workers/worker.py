@@ -38,7 +38,7 @@ class WorkerEngine:
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
-        self._slo: SLOCounts | None = None  # its SLO counts (with --slo), once it runs
+        self._slo: SLOCounts | None = None  # its SLO counts (with --slo)
         self._start_ns = 0
         self._in_flight = 0
 
@@ -77,10 +77,11 @@ class WorkerEngine:
                                   start_ns=start_ns, end_ns=start_ns, final=True, idle=True)
         load, stop = part
         self._metrics, self._start_ns, self._in_flight = LevelMetrics(), start_ns, 0
+        self._slo = SLOCounts(self.how.slos) if self.how.slos else None
         try:
             result = await engine.measure(self._target, load, stop, self.config.prompts,
                                           self.how, start_ns=start_ns, metrics=self._metrics,
-                                          on_progress=self._note_progress,
+                                          slo=self._slo, on_progress=self._note_progress,
                                           whole=self.config.loads[level])
         finally:
             self._metrics, self._slo = None, None
@@ -95,7 +96,6 @@ class WorkerEngine:
 
     def _note_progress(self, snapshot: dict) -> None:
         self._in_flight = snapshot["in_flight"]
-        self._slo = snapshot["slo"]
 
     def report(self, with_histograms: bool) -> LevelReport | None:
         """The level being measured, as it stands (None between levels)."""
