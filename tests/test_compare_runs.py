@@ -154,6 +154,16 @@ def test_compare_runs_text(tmp_path):
         pytest.approx(2.05, abs=0.02)
 
 
+def test_long_labels_keep_the_columns_apart():
+    bf16, qat, _ = l4_study()
+    labels = ("gemma-4-e2b-it-bf16-run1", "gemma-4-e2b-it-qat-w4a16-run1")
+    text = format_comparison(compare_runs(bf16, qat, labels))
+    header = next(line for line in text.splitlines() if line.strip().startswith("metric"))
+    assert header.split() == ["metric", labels[0], labels[1], f"{labels[1]}/{labels[0]}"]
+    row = next(line for line in text.splitlines() if line.strip().startswith("output tok/s"))
+    assert len(row) == len(header)  # numbers right-aligned under their headers
+
+
 def test_compare_marks_decode_differences_against_noise():
     """Per level, decode tok/s B/A gets a bootstrap interval from the per-request rates."""
     bf16, qat, bf16_again = l4_study()

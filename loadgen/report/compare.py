@@ -331,15 +331,17 @@ def _ratio_text(value: float | None) -> str:
 
 
 def _level_table(row: dict, labels: Sequence[str]) -> list[str]:
-    head = f"    {'metric':<22}{labels[0]:>14}{labels[1]:>14}{labels[1] + '/' + labels[0]:>14}"
-    lines = [f"  {row['label']}:", head]
+    ratio = f"{labels[1]}/{labels[0]}"
+    # Columns as wide as their headers (at least 14): long labels must not run together.
+    wa, wb, wr = (max(14, len(text) + 2) for text in (labels[0], labels[1], ratio))
+    lines = [f"  {row['label']}:", f"    {'metric':<22}{labels[0]:>{wa}}{labels[1]:>{wb}}{ratio:>{wr}}"]
     for key, label, _, _ in LEVEL_METRICS:
         m = row["metrics"][key]
         if m["a"] is None and m["b"] is None:
             continue
         noise = f"  {m['noise']}" if m.get("noise") else ""
-        lines.append(f"    {label:<22}{_number(m['a']):>14}{_number(m['b']):>14}"
-                     f"{_ratio_text(m['ratio']):>14}{noise}")
+        lines.append(f"    {label:<22}{_number(m['a']):>{wa}}{_number(m['b']):>{wb}}"
+                     f"{_ratio_text(m['ratio']):>{wr}}{noise}")
     return lines
 
 
