@@ -252,7 +252,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
     warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
     synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; sessions, traces, ramp-up, SLOs and exports run in one process only.
+    what to export; traces and exports run in one process only.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
     levels = None
@@ -306,6 +306,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         if options.api != "chat":
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
+        config = dataclasses.replace(config, options=options)  # workers build from it
     if _scaled(config):
         if target is not None:
             raise ConfigError("workers build their own target: pass a URL, not a Target object")

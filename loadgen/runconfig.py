@@ -118,10 +118,7 @@ class RunConfig:
         What cannot be split across processes yet is a one-line error."""
         workload = self.workload
         unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (getattr(prompts, "turns", 1) > 1, "--turns > 1"),
                         (workload.profile, "--profile"),
-                        (self.stop.ramp_up_s, "--ramp-up"),
-                        (workload.slos, "--slo"),
                         (workload.save_requests or workload.hdr_log,
                          "--save-requests/--hdr-log")]
         given = [flag for bad, flag in unsplittable if bad]

@@ -28,7 +28,7 @@ from loadgen.cli.main import build_loads, run, run_config_from
 from loadgen.config import RequestOptions
 from loadgen.engine import Share
 from loadgen.errors import ConfigError
-from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
+from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule, ramped
 from loadgen.metrics import decode_histogram
 from loadgen.runconfig import RunConfig, TargetConfig, auto_workers
 from loadgen.simulator import SimProfile
@@ -387,6 +387,100 @@ def test_ray_without_the_extra_says_how_to_install_it(sim_url, tmp_path, monkeyp
 # ------------------------------------------------------- workloads (issue 10) with workers
 
 
+def _ramped_run(url: str, load, stop: StopRule, workers: int):
+    config = RunConfig(loads=(load,), stop=stop, target=TargetConfig(url),
+                       prompts=PromptSource(8, 2, salt="s-"), workers=workers,
+                       server_metrics_interval_s=None)
+    return asyncio.run(loadgen.api.run_config(config, keep_records=True))
+
+
+def test_closed_loop_ramp_up_over_workers_excludes_what_one_process_excludes(start_sim):
+    # Every request takes at least 0.6 s, longer than the 0.3 s ramp: each of the 4 streams
+    # sends exactly one request during the ramp (excluded), then the 8 measured ones.
+    url = start_sim(SimProfile(ttft_s=0.6, itl_s=0.001))
+    stop = StopRule(requests=8, ramp_up_s=0.3)
+    for workers in (1, 2):
+        result = _ramped_run(url, ConstantConcurrency(4), stop, workers)
+        level = result.to_dict()["levels"][0]
+        assert level["ramp_up"] == {"seconds": 0.3, "excluded_requests": 4}, workers
+        assert level["requests"]["completed"] == 8 and level["output_tokens"] == 16
+        lv = result.levels[0]
+        # The measured window opens when the ramp ends, and no measured request was due
+        # before that.
+        assert min(r.intended_ns for r in lv.records) >= lv.start_ns
+        assert level["duration_s"] == pytest.approx((lv.end_ns - lv.start_ns) / 1e9)
+
+
+def test_open_loop_ramp_up_over_workers_is_the_one_process_ramped_schedule(sim_url):
+    load, stop = ArrivalRate(20), StopRule(requests=10, ramp_up_s=0.5)
+    ramp_ns = 500_000_000
+    schedule = list(itertools.islice(ramped(load.offsets_ns(), ramp_ns), 15))
+    offsets = {}
+    for workers in (1, 2):
+        lv = _ramped_run(sim_url, load, stop, workers).levels[0]
+        # 20/s ramping over 0.5 s: 5 arrivals in the ramp, excluded; then 10 measured.
+        assert lv.ramp_excluded == 5 and lv.metrics.counts.completed == 10
+        t0 = lv.start_ns - ramp_ns
+        offsets[workers] = sorted(r.intended_ns - t0 for r in lv.records)
+        assert sorted(r.request_id for r in lv.records) == list(range(6, 16))
+    assert offsets[1] == offsets[2] == schedule[5:]
+
+
+def test_sessions_over_workers_have_the_one_process_turns(start_sim):
+    # 2 streams, 4 requests: 2 sessions of 2 turns, one per stream. Answers take 0.2 s, so a stream never starts a second session before the
+    # other stream's second turn (which would cut that session short).
+    url = start_sim(SimProfile(ttft_s=0.2, itl_s=0.001))
+    runs = {}
+    for workers in (1, 2):
+        config = RunConfig(loads=(ConstantConcurrency(2),), stop=StopRule(requests=4),
+                           target=TargetConfig(url), options=RequestOptions(api="chat"),
+                           prompts=PromptSource(8, 3, salt="s-", turns=2), workers=workers,
+                           server_metrics_interval_s=None)
+        result = asyncio.run(loadgen.api.run_config(config, keep_records=True))
+        runs[workers] = result
+        level = result.to_dict()["levels"][0]
+        assert [(t["turn"], t["completed"], t["output_tokens"]) for t in level["turns"]] == [
+            (1, 2, 6), (2, 2, 6)], workers
+        records = result.levels[0].records
+        assert sorted((r.session, r.turn) for r in records) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+        by_session = {(r.session, r.turn): r for r in records}
+        for session in (0, 1):  # the second turn carries the first and its answer
+            first, second = by_session[session, 1], by_session[session, 2]
+            assert second.input_tokens > first.input_tokens + 3
+    assert len({r.request_id for r in runs[2].levels[0].records}) == 4  # workers' ids differ
+
+
+def _goodput_of(sim_url: str, tmp_path: Path, workers: int) -> dict:
+    from click.testing import CliRunner
+
+    from loadgen.cli.main import cli
+
+    out = tmp_path / f"slo{workers}.json"
+    done = CliRunner().invoke(cli, [
+        "run", "--target", sim_url, "--concurrency", "3", "--requests", "9",
+        "--output-tokens", "4", "--workers", str(workers), "--slo", "ttft_ms<=60000",
+        "--slo", "tpot_ms<=60000", "--slo", "e2e_ms:p99<=1", "--out", str(out), "--quiet"],
+        catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return json.loads(out.read_text())["levels"][0]["goodput"]
+
+
+def test_slo_counts_over_workers_are_the_one_process_counts(sim_url, tmp_path):
+    # Every request of the quick simulator meets the generous per-request SLOs and none
+    # has an e2e of 1 ms or less: the counts are exact, whoever sent the request.
+    one, two = _goodput_of(sim_url, tmp_path, 1), _goodput_of(sim_url, tmp_path, 2)
+    exact = ("slos", "good_requests", "good_output_tokens", "good_fraction",
+             "evaluated_requests", "percentile_slos_met")
+    assert {k: one[k] for k in exact} == {k: two[k] for k in exact} == {
+        "slos": ["ttft_ms<=60000", "tpot_ms<=60000", "e2e_ms:p99<=1"], "good_requests": 9,
+        "good_output_tokens": 36, "good_fraction": 1.0, "evaluated_requests": 9,
+        "percentile_slos_met": False}
+    for per_slo in (one["per_slo"], two["per_slo"]):
+        assert [(s["kind"], s["passed"], s.get("met")) for s in per_slo] == [
+            ("request", 9, None), ("request", 9, None), ("percentile", 0, False)]
+    assert two["requests_per_s"] > 0 and two["output_tokens_per_s"] > 0
+
+
 def test_prompt_by_index_is_the_same_in_every_process_and_draws_per_index(tmp_path):
     source = PromptSource(input_tokens=40, output_tokens=30, input_stdev=8, output_stdev=6,
                           seed=5, salt="run-")
@@ -414,10 +508,8 @@ def test_run_config_for_workers_picks_one_salt_in_the_parent():
 
 
 @pytest.mark.parametrize("flags, named", [
-    (["run", "--turns", "2", "--api", "chat"], "--turns > 1"),
-    (["run", "--ramp-up", "1"], "--ramp-up"),
-    (["run", "--slo", "ttft_ms<=500"], "--slo"),
     (["sweep", "--profile", "saturation"], "--profile"),
+    (["run", "--save-requests", "req.jsonl"], "--save-requests/--hdr-log"),
 ])
 def test_workloads_one_process_features_with_workers_are_one_line_errors(tmp_path, flags, named):
     from click.testing import CliRunner

@@ -35,10 +35,13 @@ def start_streams(level: Level, load: ConstantConcurrency, tg: TaskGroup,
 
 async def _stream(level: Level, load: ConstantConcurrency, index: int,
                   throttler: Throttler | None) -> None:
-    """Stream ``index``: requests back to back until the level may start no more. With a
-    ramp-up, the stream starts ``index/concurrency`` of the way through it."""
+    """Stream ``index`` of this process: requests back to back until the level may start
+    no more. With a ramp-up, the stream starts g/C of the way through it, g being its
+    level-wide index and C the level's concurrency (with workers, worker i's stream j is
+    stream i + j·N of the level, :class:`~loadgen.engine.share.Share`), as in one process."""
     clock = level.clock
-    due = level.start_ns + level.ramp_ns * index // load.concurrency
+    concurrency = getattr(level.whole, "concurrency", load.concurrency)
+    due = level.start_ns + level.ramp_ns * level.how.share.request_index(index) // concurrency
     await clock.sleep_until(due)
     upcoming: Upcoming | None = None
     loop = asyncio.get_running_loop()

@@ -16,7 +16,7 @@ from ..clock import MONOTONIC, Clock
 from ..load import Load, StopRule
 from ..metrics import LevelMetrics
 from ..record import Prompt, RequestRecord
-from ..slo import SLO
+from ..slo import SLO, SLOCounts
 from ..targets.base import PreparedRequest, PreparingTarget, Target
 from ..workload.prompts import Session
 from .control import RunControl
@@ -56,12 +56,15 @@ def _ns(seconds: float | None) -> int | None:
 
 class Level:
     """State of one running phase. ``measured``: the level's measured phase (its request
-    limit, duration, ramp-up, records); else its warm-up (``stop.warmup`` requests)."""
+    limit, duration, ramp-up, records); else its warm-up (``stop.warmup`` requests).
+    ``whole``: the whole level when ``load`` is this process's share of it (workers)."""
 
     def __init__(self, target: Target, load: Load, stop: StopRule, prompts: Prompts,
-                 how: LevelRun, measured: bool, metrics: LevelMetrics | None = None) -> None:
+                 how: LevelRun, measured: bool, metrics: LevelMetrics | None = None,
+                 slo: SLOCounts | None = None, whole: Load | None = None) -> None:
         self.target = target
         self.load = load
+        self.whole = whole or load
         self.prompts = prompts
         self.how = how
         self.clock = how.clock
@@ -70,7 +73,7 @@ class Level:
         # Ramp-up: requests due before its end are sent but neither tallied nor counted
         # towards the limit.
         self.ramp_ns = round(stop.ramp_up_s * 1e9) if measured else 0
-        self.tally = (Tally(metrics, how.slos, how.sinks, how.keep_records) if measured
+        self.tally = (Tally(metrics, how.slos, how.sinks, how.keep_records, slo) if measured
                       else Tally(metrics))
         self.issued = 0  # requests started (and, open loop, dropped)
         self.ramp_issued = 0  # of which due during the ramp-up
@@ -116,9 +119,11 @@ class Level:
 
     # -- prompts and records ----------------------------------------------------------------
     def next_item(self) -> Prompt | Session:
-        """The next prompt (or session) of this process's share, by run-wide index; the
-        index is taken by the record made for it (:meth:`record_for`)."""
-        return self.prompts.prompt(self.how.share.request_index(self.how.ids.value))
+        """The next prompt (or session) of this process's share, by run-wide prompt index
+        (one per session: its later turns take request ids, not prompts)."""
+        ids = self.how.ids
+        ids.prompts += 1
+        return self.prompts.prompt(self.how.share.request_index(ids.prompts - 1))
 
     def record_for(self, prompt: Prompt) -> RequestRecord:
         """A new record with the next request id (on the wire) and the prompt's facts."""

@@ -100,10 +100,13 @@ async def warm_up(target: Target, load: Load, stop: StopRule, prompts: Prompts,
 
 async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, how: LevelRun,
                   *, on_progress: ProgressFn | None = None, watchers: Sequence[Watcher] = (),
-                  start_ns: int | None = None, metrics: LevelMetrics | None = None
-                  ) -> LevelResult:
-    """The measured phase of a level. ``metrics``: fold into this (a worker reads it live)."""
-    level = Level(target, load, stop, prompts, how, measured=True, metrics=metrics)
+                  start_ns: int | None = None, metrics: LevelMetrics | None = None,
+                  slo: SLOCounts | None = None, whole: Load | None = None) -> LevelResult:
+    """The measured phase of a level. ``metrics`` (and ``slo``, with SLOs): fold into
+    these (a worker reads them live). ``whole``: the whole level, when ``load`` is this
+    worker's share of it (ramp-up offsets)."""
+    level = Level(target, load, stop, prompts, how, measured=True, metrics=metrics,
+                  slo=slo, whole=whole)
     monitor = ClientMonitor(clock=how.clock)
     before = _connection_counters(target)
     t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)

@@ -14,9 +14,11 @@ from typing import Iterable, Iterator
 
 @dataclass
 class RequestIds:
-    """Run-wide request counter: ids are unique across levels and warm-ups."""
+    """Run-wide counters: request ids (unique across levels and warm-ups), and prompts
+    taken (a multi-turn session is one prompt, its turns take one id each)."""
 
     value: int = 0
+    prompts: int = 0
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,9 @@ class Share:
     Open loop: arrival k of the level's global schedule is this worker's when
     k mod count == index, so the union over workers is the one-process schedule.
     This process's k-th request of the run (0-based) has the run-wide index
-    ``index + k * count``: it picks the prompt and the request id, so workers never
-    share a prompt or an id and no data crosses processes.
+    ``index + k * count``: it picks the request id; its k-th prompt (or multi-turn
+    session) likewise picks its run-wide prompt index, so workers never share a prompt,
+    a session or an id and no data crosses processes.
     """
 
     index: int = 0

@@ -21,14 +21,15 @@ class RecordSink(Protocol):
 
 
 class Tally:
-    """The measured side of one phase. ``metrics``: fold into this object (a worker process
-    reads it live for progress); None: a new one."""
+    """The measured side of one phase. ``metrics`` (and ``slo``, with ``slos``): fold into
+    these objects (a worker process reads them live for progress); None: new ones."""
 
     def __init__(self, metrics: LevelMetrics | None = None, slos: Sequence[SLO] = (),
-                 sinks: Sequence[RecordSink] = (), keep_records: bool = False) -> None:
+                 sinks: Sequence[RecordSink] = (), keep_records: bool = False,
+                 slo: SLOCounts | None = None) -> None:
         self.metrics = metrics if metrics is not None else LevelMetrics()
         self.turns: dict[int, LevelMetrics] = {}  # multi-turn sessions: metrics per turn
-        self.slo = SLOCounts(slos) if slos else None
+        self.slo = (slo if slo is not None else SLOCounts(slos)) if slos else None
         self.sinks = sinks
         self.records: list[RequestRecord] | None = [] if keep_records else None
         # Requests due before this instant started during the ramp-up (by due time, not

@@ -9,8 +9,11 @@ process builds them with the same settings, :func:`loadgen.metrics.new_histogram
 so a merged level is the same kind of object as a one-process level.
 
 Throughput over the common window: every worker starts the measured phase at the
-same instant t0, so the merged window is t0 .. the last completion of any worker and
-``output_tokens_per_s`` = Σ tokens / that window, as for one process.
+same instant t0, so the merged window is t0 (plus the ramp-up) .. the last completion
+of any worker and ``output_tokens_per_s`` = Σ tokens / that window, as for one process.
+Requests started during the ramp-up and SLO counts (each request judged in its
+worker, :class:`~loadgen.slo.SLOCounts`) are summed; multi-turn sessions' per-turn
+metrics merge turn by turn.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine import LevelResult
-from ..load import Load
+from ..load import Load, StopRule
 from ..metrics import UNIT_SCALE, Counts, LevelMetrics, decode_histogram, summarize
 from ..record import RequestRecord
 from ..selfcheck import ClientReport
+from ..slo import SLO, SLOCounts
 
 SEND_LAG = "send_lag_ms"  # reported per worker when the metrics define it
 
@@ -46,6 +50,9 @@ class LevelReport:
     connections: dict[str, int] | None = None  # final reports: the target's counters
     final: bool = False
     idle: bool = False  # the worker's share of the level was empty
+    slo: SLOCounts | None = None  # with SLOs (reports with histograms)
+    turns: dict[int, "LevelReport"] | None = None  # multi-turn sessions: each turn's part
+    ramp_excluded: int = 0  # final reports: requests started during the ramp-up
 
     @classmethod
     def of(cls, worker: int, metrics: LevelMetrics, *, with_histograms: bool,
@@ -85,6 +92,24 @@ def merge_metrics(reports: list[LevelReport]) -> LevelMetrics:
     return merged
 
 
+def merge_turns(reports: list[LevelReport]) -> dict[int, LevelMetrics]:
+    """Multi-turn sessions: each turn number's metrics, merged over the workers."""
+    numbers = sorted({turn for r in reports for turn in (r.turns or {})})
+    return {turn: merge_metrics([r.turns[turn] for r in reports
+                                 if r.turns and turn in r.turns]) for turn in numbers}
+
+
+def merge_slo(slos: tuple[SLO, ...], reports: list[LevelReport]) -> SLOCounts | None:
+    """The level's SLO counts: every worker's summed (None: the run has no SLOs)."""
+    if not slos:
+        return None
+    merged = SLOCounts(slos)
+    for report in reports:
+        if report.slo is not None:
+            merged.merge(report.slo)
+    return merged
+
+
 def merge_client(reports: list[LevelReport]) -> ClientReport:
     """The level's self-check: the busiest worker's (each worker is its own process)."""
     clients = [(r.worker, r.client) for r in reports if r.client is not None]
@@ -113,9 +138,11 @@ def worker_facts(report: LevelReport, info: dict[str, Any], status: str) -> dict
 
 
 def merge_level(load: Load, reports: list[LevelReport], start_ns: int,
-                partial: bool) -> LevelResult:
+                partial: bool, stop: StopRule, slos: tuple[SLO, ...] = ()) -> LevelResult:
     """The level as one process would have reported it (``start_ns``: the shared t0,
-    in the parent's clock; reports' ends are already in the parent's clock)."""
+    in the parent's clock; reports' ends are already in the parent's clock). The
+    measured window opens when ``stop``'s ramp-up ends, as in one process."""
+    start_ns += round(stop.ramp_up_s * 1e9)
     ends = [r.end_ns for r in reports if not r.idle]
     end = max([start_ns, *ends])
     records = None
@@ -127,7 +154,10 @@ def merge_level(load: Load, reports: list[LevelReport], start_ns: int,
     return LevelResult(load=load, metrics=merge_metrics(reports),
                        duration_s=(end - start_ns) / 1e9, client=merge_client(reports),
                        partial=partial, records=records, start_ns=start_ns, end_ns=end,
-                       connections=dict(connections))
+                       connections=dict(connections), slo=merge_slo(slos, reports),
+                       turns=merge_turns(reports),
+                       ramp_up_s=stop.ramp_up_s,
+                       ramp_excluded=sum(r.ramp_excluded for r in reports))
 
 
 __all__ = ["LevelReport", "merge_level", "merge_metrics", "worker_facts"]

@@ -25,6 +25,7 @@ from ..engine import LevelResult, RunControl
 from ..errors import TargetError
 from ..load import Load, StopRule
 from ..metrics import LevelMetrics
+from ..slo import SLO
 from .handle import WorkerDied, WorkerHandle
 from .payload import LevelReport, merge_level, worker_facts
 
@@ -39,8 +40,9 @@ def _stderr(message: str) -> None:
 
 class WorkerPool:
     def __init__(self, handles: Sequence[WorkerHandle], *, lead_s: float = START_LEAD_S,
-                 log: Log = _stderr) -> None:
+                 log: Log = _stderr, slos: tuple[SLO, ...] = ()) -> None:
         self.handles = list(handles)
+        self.slos = slos  # the run's SLOs: each worker judges its requests, counts merge here
         self.lead_s = lead_s
         self.log = log
         self.dead: list[str] = []  # one line per worker that died
@@ -117,7 +119,8 @@ class WorkerPool:
             report = _in_parent_clock(report, handle.clock_offset_ns)
             reports.append(report)
             facts.append(worker_facts(report, handle.info, "died" if handle.died else "ok"))
-        level = merge_level(load, reports, start, partial=control.stopped or self.broken)
+        level = merge_level(load, reports, start, partial=control.stopped or self.broken,
+                            stop=stop, slos=self.slos)
         level.workers = facts
         return level
 

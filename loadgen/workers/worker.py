@@ -20,6 +20,7 @@ from .. import engine
 from ..engine import LevelRun, RequestIds, RunControl, Share
 from ..metrics import LevelMetrics
 from ..runconfig import RunConfig
+from ..slo import SLOCounts
 from ..targets.base import Target, open_target
 from .payload import LevelReport
 from .split import worker_level
@@ -32,10 +33,12 @@ class WorkerEngine:
     def __init__(self, config: RunConfig, share: Share, keep_records: bool = False) -> None:
         self.config = config
         self.share = share
-        self.how = LevelRun(RunControl(), RequestIds(), share, keep_records)
+        self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
+                            slos=config.workload.slos)  # judged here, per request
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
+        self._slo: SLOCounts | None = None  # its SLO counts (with --slo)
         self._start_ns = 0
         self._in_flight = 0
 
@@ -74,16 +77,22 @@ class WorkerEngine:
                                   start_ns=start_ns, end_ns=start_ns, final=True, idle=True)
         load, stop = part
         self._metrics, self._start_ns, self._in_flight = LevelMetrics(), start_ns, 0
+        self._slo = SLOCounts(self.how.slos) if self.how.slos else None
         try:
             result = await engine.measure(self._target, load, stop, self.config.prompts,
                                           self.how, start_ns=start_ns, metrics=self._metrics,
-                                          on_progress=self._note_progress)
+                                          slo=self._slo, on_progress=self._note_progress,
+                                          whole=self.config.loads[level])
         finally:
-            self._metrics = None
+            self._metrics, self._slo = None, None
         return LevelReport.of(self.share.index, result.metrics, with_histograms=True,
                               start_ns=result.start_ns, end_ns=result.end_ns,
                               client=result.client, records=result.records,
-                              connections=result.connections, final=True)
+                              connections=result.connections, final=True,
+                              slo=result.slo, ramp_excluded=result.ramp_excluded,
+                              turns={turn: LevelReport.of(self.share.index, metrics,
+                                                          with_histograms=True)
+                                     for turn, metrics in result.turns.items()})
 
     def _note_progress(self, snapshot: dict) -> None:
         self._in_flight = snapshot["in_flight"]
@@ -94,4 +103,5 @@ class WorkerEngine:
             return None
         return LevelReport.of(self.share.index, self._metrics, with_histograms=with_histograms,
                               start_ns=self._start_ns, end_ns=time.perf_counter_ns(),
-                              in_flight=self._in_flight)
+                              in_flight=self._in_flight,
+                              slo=self._slo if with_histograms else None)  # pickled at once

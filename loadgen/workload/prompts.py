@@ -123,14 +123,26 @@ class PromptSource:
             raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
                               "not to --dataset/--prompts")
 
-    def prompt(self, index: int) -> Prompt:
+    def prompt(self, index: int) -> Prompt | Session:
         """The prompt of run-wide request ``index`` (0-based), the same in every process:
         its draws come from an RNG seeded with (``seed``, ``index``) and dataset rows from
         a seeded shuffle per pass, so worker processes share nothing but this object.
         ``salt`` None means no salt here: a multi-process run sets one in its RunConfig.
-        Sessions (``turns`` > 1) exist only in the single-process stream (``iter``)."""
+        With ``turns`` > 1, ``index`` counts sessions: session ``index`` (a dataset row's
+        own turns, or synthetic turns made as prompts ``index·turns + t``)."""
         if self.turns > 1:
-            raise ConfigError("--turns > 1 runs in one process only (drop --workers/--ray)")
+            return self._session_at(index)
+        return self._prompt_at(index)
+
+    def _session_at(self, index: int) -> Session:
+        if self.dataset is not None:
+            row = _row_at(self.dataset.rows, self.seed, index, self.replacement)
+            rng = random.Random(f"{self.seed}/{index}")
+            return self._session(index, [self._from_row(turn, rng) for turn in row.turns()])
+        return self._session(index, [self._prompt_at(index * self.turns + turn)
+                                     for turn in range(self.turns)])
+
+    def _prompt_at(self, index: int) -> Prompt:
         rng = random.Random(f"{self.seed}/{index}")
         if self.dataset is not None:
             return self._from_row(_row_at(self.dataset.rows, self.seed, index,
