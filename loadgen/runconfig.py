@@ -2,7 +2,7 @@
 every worker process (or Ray actor) receives.
 
 Every default lives on a dataclass field, once: :class:`~loadgen.config.RequestOptions`
-and :class:`~loadgen.config.Timeouts` (the request), :class:`~loadgen.prompts.PromptSource`
+and :class:`~loadgen.config.Timeouts` (the request), :class:`~loadgen.workload.prompts.PromptSource`
 (the prompts), :class:`~loadgen.load.StopRule` and the load models (when a level ends,
 how it is driven), :class:`TargetConfig` and :class:`RunConfig` here. The CLI reads its
 option defaults from these fields (:func:`default`), so a default changed here changes

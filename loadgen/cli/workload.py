@@ -1,5 +1,5 @@
 """The workload options of ``run`` and ``sweep`` (tokenizer, dataset, SLOs, exports;
-defined in :mod:`.options`), gathered into one :class:`~loadgen.workload.WorkloadSettings`."""
+defined in :mod:`.options`), gathered into one :class:`~loadgen.workload.settings.WorkloadSettings`."""
 
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ Upcoming = tuple[Session | None, Prompt, RequestRecord, PreparedRequest | None]
 
 class Prompts(Protocol):
     """Where prompts come from, by run-wide request index: a
-    :class:`~loadgen.prompts.PromptSource` (the same prompt for an index in every worker
-    process), or one process's :class:`~loadgen.prompts.PromptStream` (taken in order,
+    :class:`~loadgen.workload.prompts.PromptSource` (the same prompt for an index in every worker
+    process), or one process's :class:`~loadgen.workload.prompts.PromptStream` (taken in order,
     with the iterator's draws and multi-turn sessions)."""
 
     def prompt(self, index: int) -> Prompt | Session: ...
