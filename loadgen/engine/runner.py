@@ -149,9 +149,10 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
             if level.deadline_ns is not None:
                 helpers.append(tg.create_task(_stop_at_deadline(level)))
             tasks: set[asyncio.Task] = set()  # those carrying requests: the grace applies
-            driver = tg.create_task(_drive(level, tg, tasks))
+            driver = _drive(level, tg, tasks)
             helpers.append(tg.create_task(_cancel_after_grace(level, driver, tasks)))
-            await asyncio.wait((driver,))  # cancelled at a stop: not an error here
+            if driver is not None:
+                await asyncio.wait((driver,))  # cancelled at a stop: not an error here
             if tasks:
                 await asyncio.wait(tasks)
             for helper in helpers:
@@ -161,12 +162,19 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
     return level.start_ns
 
 
-async def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> None:
-    """Run the level's load model: start its streams, or send on its schedule."""
+def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> asyncio.Task | None:
+    """Start the level's load model: its streams (closed loop), or the task that sends on
+    its schedule (open loop), which it returns.
+
+    A closed loop's streams are created here, in this step, as they were before the engine
+    was split: starting them one task later (from a driver task) changed how the first
+    burst interleaves with the self-check and folding tasks, and at 256 lockstep streams
+    that raised the TTFT error a user suffers from p50/p99 ~12/40 ms to ~22/80 ms
+    (benchmarks/ttft_error.py, 2026-12-01) at the same CPU."""
     if isinstance(level.load, ConstantConcurrency):
         start_streams(level, level.load, tg, tasks)
-    else:
-        await send_on_schedule(level, level.load, tg, tasks)
+        return None
+    return tg.create_task(send_on_schedule(level, level.load, tg, tasks))
 
 
 async def _stop_at_deadline(level: Level) -> None:
@@ -174,12 +182,13 @@ async def _stop_at_deadline(level: Level) -> None:
     level.begin_stop()
 
 
-async def _cancel_after_grace(level: Level, driver: asyncio.Task,
+async def _cancel_after_grace(level: Level, driver: asyncio.Task | None,
                               tasks: set[asyncio.Task]) -> None:
     """After a stop: start nothing more, give in-flight requests the graceful-stop period,
     then cancel them (they are tallied as incomplete)."""
     await level.stopped.wait()
-    driver.cancel()
+    if driver is not None:
+        driver.cancel()
     pending = [t for t in tasks if not t.done()]
     if pending and level.grace_s > 0:
         grace_end = level.clock.now_ns() + round(level.grace_s * 1e9)
