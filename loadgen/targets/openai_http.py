@@ -143,10 +143,12 @@ class OpenAIHTTPTarget:
                               f"it serves: {', '.join(models) or 'nothing'}")
 
     def prepare(self, prompt: Prompt, record: RequestRecord) -> PreparedRequest:
-        """Body and, for the streaming transport, the request's exact bytes."""
+        """Body and, for the streaming transport, the request's exact bytes (the request id
+        is in them); for aiohttp, the body and the id's header."""
         body = orjson.dumps(openai_body(prompt, self.options, self.model))
-        wire = self._head.render(body, record.request_id) if self._head is not None else None
-        return PreparedRequest(body, wire)
+        if self._head is not None:
+            return PreparedRequest(body, self._head.render(body, record.request_id))
+        return PreparedRequest(body, headers={"X-Request-Id": str(record.request_id)})
 
     async def send(self, prompt: Prompt, record: RequestRecord) -> None:
         await self.send_prepared(self.prepare(prompt, record), record)
@@ -155,6 +157,4 @@ class OpenAIHTTPTarget:
                             on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
         response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
-        await self._connections.send(self._endpoint, prepared,
-                                     {"X-Request-Id": str(record.request_id)}, record, response,
-                                     on_sent)
+        await self._connections.send(self._endpoint, prepared, record, response, on_sent)

@@ -234,8 +234,7 @@ class SageMakerTarget:
         assert self._aws is not None, "open() the target first"
         record.start_ns = record.start_ns or time.perf_counter_ns()
         response = SageMakerResponse(record, self)
-        await self._connections.send(self._url, prepared, prepared.headers, record, response,
-                                     on_sent)
+        await self._connections.send(self._url, prepared, record, response, on_sent)
         if response.detected_format and self.detected_format is None:
             self.detected_format = response.detected_format
         return response.status or None

@@ -150,13 +150,14 @@ class Connections:
         if session is not None:
             await session.close()
 
-    async def send(self, url: str, prepared: PreparedRequest, headers: dict[str, str] | None,
-                   record, response, on_sent: Callable[[], None] | None = None) -> None:
-        """One request: its prebuilt bytes on the pool, else its body and ``headers`` (with
-        the session's own) through aiohttp. ``response`` fills ``record``; nothing raises."""
+    async def send(self, url: str, prepared: PreparedRequest, record, response,
+                   on_sent: Callable[[], None] | None = None) -> None:
+        """One request: its prebuilt bytes on the pool, else its body and headers (with the
+        session's own) through aiohttp. ``response`` fills ``record``; nothing raises."""
         if self.pool is not None:
             assert prepared.wire is not None
             await send_on_pool(self.pool, prepared.wire, record, response, on_sent)
         else:
             assert self.aiohttp is not None, "open() the target first"
-            await self.aiohttp.request(url, prepared.body, headers or {}, record, response)
+            await self.aiohttp.request(url, prepared.body, prepared.headers or {}, record,
+                                       response)
