@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
 import sys
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
@@ -25,7 +26,7 @@ from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
-from .runconfig import RunConfig, TargetConfig, Workers
+from .runconfig import SIMULATOR, RunConfig, TargetConfig, TargetSpec, Workers, build_run
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
@@ -38,33 +39,32 @@ else:
 if TYPE_CHECKING:
     from .workers import WorkerPool
 
-# ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
-SIMULATOR = "simulator"
+# ``target=SIMULATOR`` ("simulator"): the built-in vLLM simulator, started in a child
+# process for the run (declared with the target: :mod:`loadgen.runconfig`).
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
-    """Connections needed: the highest concurrency, or the in-flight cap (0 = unlimited)."""
-    sizes = []
-    for load in loads:
-        if isinstance(load, ConstantConcurrency):
-            sizes.append(load.concurrency)
-        else:
-            sizes.append(load.max_in_flight or 0)
-    return 0 if 0 in sizes else max(sizes, default=1)
+    """Connections needed: the most streams of any level, 0 (unlimited) when a level has
+    no cap on them (an open loop without ``max_in_flight``)."""
+    streams = [load.streams for load in loads]
+    return 0 if None in streams else max(streams, default=1)
 
 
-def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size: int = 100,
-                **sagemaker_options) -> Target:
-    """A target for ``http(s)://...`` (OpenAI-compatible) or ``sagemaker://ENDPOINT``."""
-    if url.startswith("sagemaker://"):
+def make_target(url: str | TargetSpec, options: RequestOptions = RequestOptions(),
+                pool_size: int = 100, **sagemaker_options) -> Target:
+    """A target for ``http(s)://...`` (OpenAI-compatible) or ``sagemaker://ENDPOINT`` (a
+    URL, with SageMaker options as keywords, or a :class:`TargetSpec`)."""
+    spec = url if isinstance(url, TargetSpec) else TargetSpec(url, **sagemaker_options)
+    if spec.kind == SIMULATOR:
+        raise ConfigError("make_target needs the simulator's URL: start it first")
+    if spec.is_sagemaker:
         from .targets.sagemaker import SageMakerTarget
 
-        return SageMakerTarget.from_url(url, options, pool_size=pool_size or 1000,
-                                        **sagemaker_options)
-    TargetConfig(url, **sagemaker_options).check()
+        return SageMakerTarget(spec.endpoint_name, options, pool_size=pool_size or 1000,
+                               **spec.sagemaker_options())
     from .targets.openai_http import OpenAIHTTPTarget
 
-    return OpenAIHTTPTarget(url, options, pool_size=pool_size)
+    return OpenAIHTTPTarget(spec.url, options, pool_size=pool_size)
 
 
 @contextlib.asynccontextmanager
@@ -204,21 +204,25 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                  prompts: PromptSource | None = None,
                  workload: WorkloadSettings | None = None,
                  server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
-                 ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
-    """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
-    if stop is None:
-        raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
-    known = set(TargetConfig.__dataclass_fields__) - {"url"}
-    unknown = sorted(set(sagemaker_options) - known)
-    if unknown:
-        raise ConfigError(f"unknown keyword(s): {', '.join(unknown)}")
-    defaults = {name: value for name, value in (("server_metrics_interval_s",
-                                                  server_metrics_interval_s),
-                                                 ("workers", workers)) if value is not _UNSET}
-    return RunConfig(loads=tuple(loads), stop=stop,
-                     target=TargetConfig(target, **sagemaker_options),
-                     options=options or RequestOptions(), prompts=prompts,
-                     workload=workload or WorkloadSettings(), ray=ray, **defaults)
+                 ray: str | None = None, **run_options: Any) -> RunConfig:
+    """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet).
+
+    ``run_options`` are the run options by name (:func:`loadgen.runconfig.run_options`:
+    the CLI's options, ``concurrency=[1, 4]``, ``requests=50``, ``slos=["ttft_ms<=500"]``,
+    ``region=...``); the objects (``loads``, ``stop``, ``options``, ``workload``) replace
+    what the names describe. An unknown name is a one-line error."""
+    flat = dict(run_options)
+    for key, value in (("target", target), ("ray", ray), ("workers", workers),
+                       ("server_metrics_interval_s", server_metrics_interval_s)):
+        if value is not _UNSET and value is not None:
+            flat[key] = value
+    config = build_run(flat, where="keyword")
+    replaced = {name: value for name, value in (("stop", stop), ("options", options),
+                                                ("workload", workload), ("prompts", prompts))
+                if value is not None}
+    if loads:
+        replaced["loads"] = tuple(loads)
+    return dataclasses.replace(config, **replaced) if replaced else config
 
 
 async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
@@ -233,43 +237,45 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                 server_metrics_interval_s: float | None = _UNSET,
                 workers: Workers = _UNSET, ray: str | None = None,
                 config: RunConfig | None = None, log: Callable[[str], None] | None = None,
-                **sagemaker_options) -> Results:
+                **run_options: Any) -> Results:
     """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
     ``"simulator"`` (the built-in simulator, in a child process).
 
-    The run is either described by keywords (``loads``, ``stop``, ``options``, ``prompts``,
-    ``server_metrics_interval_s``, ``workers``, ``ray``, SageMaker options) or given whole
-    as ``config=RunConfig(...)``; not both.
+    The run is described by keywords, given whole as ``config=RunConfig(...)``, not both.
+    The keywords are every run option by name, as the CLI's options
+    (:func:`loadgen.runconfig.run_options`: ``concurrency=[1, 4, 16]``, ``requests=50``,
+    ``output_tokens=64``, ``slos=["ttft_ms<=500"]``, ``dataset=...``, ``turns=3``,
+    ``profile="saturation"``, ``region=...``), with the CLI's defaults; the objects
+    ``loads``, ``stop`` (:class:`StopRule`), ``options`` (:class:`RequestOptions`),
+    ``workload`` (:class:`WorkloadSettings`) and ``prompts`` (:class:`PromptSource`)
+    replace the part they describe.
 
     Each level is measured separately. With ``out``, the path is checked before any load is
     sent, and the results file is rewritten after every level (``"partial": true`` until the
     run ends), so an interrupted run keeps what it measured. If the file cannot be written
     at the end after all, it goes to a fallback file (``Results.path`` says where,
     ``write_error`` why). ``on_start(result)`` is called once the target answered its
-    preflight, before any load. Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
-    requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
-    each level (None: don't). ``workers=N`` (or ``"auto"``) generates each level with N
-    worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
-    warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
-    synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; traces and exports run in one process only.
+    preflight, before any load. Against a vLLM HTTP server, its /metrics facts go to
+    ``server`` and running/waiting requests and KV-cache use are sampled every
+    ``server_metrics_interval_s`` during each level (None: don't). ``workers=N`` (or
+    ``"auto"``) generates each level with N worker processes, ``ray=ADDRESS`` with Ray
+    actors; ``log`` gets their one-line warnings (default: stderr). Traces and profiles
+    run in one process only.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
-    levels = None
     if config is None:
-        levels = loads  # the caller's list: it may grow as the run goes (saturation profile)
         if target is None:
             raise ConfigError('no target: give a URL ("http://host:8000", '
                               '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
                               "for the built-in simulator")
-        url = None if given_object is not None or target == SIMULATOR else target
+        url = None if given_object is not None else target
         config = build_config(url, loads=loads, stop=stop,
                               options=options, prompts=prompts, workload=workload,
                               server_metrics_interval_s=server_metrics_interval_s,
-                              workers=workers, ray=ray, **sagemaker_options)
+                              workers=workers, ray=ray, **run_options)
     else:
         keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
-                    "prompts": prompts, "workload": workload, "ray": ray, **sagemaker_options,
+                    "prompts": prompts, "workload": workload, "ray": ray, **run_options,
                     "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
         given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
         if given:
@@ -277,7 +283,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                               "not both")
     result = await run_config(config, target=given_object, out=out, control=control,
                               keep_records=keep_records, on_progress=on_progress,
-                              on_level=on_level, on_start=on_start, log=log, levels=levels)
+                              on_level=on_level, on_start=on_start, log=log)
     return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
                              result.path, result.write_error)
 
@@ -288,14 +294,11 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                      on_progress: Callable[[Load, dict], None] | None = None,
                      on_level: Callable[[LevelResult], None] | None = None,
                      on_start: Callable[[RunResult], None] | None = None,
-                     log: Callable[[str], None] | None = None,
-                     levels: Sequence[Load] | None = None) -> RunResult:
+                     log: Callable[[str], None] | None = None) -> RunResult:
     """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
     simulator); ``target``: an already built Target to use instead of ``config.target`` (one
-    process only: workers build their own from the URL). ``levels``: the loads to walk
-    instead of ``config.loads``, read as the run goes (a list the caller extends from
-    ``on_level``: the saturation profile). Returns the run with its :class:`LevelResult`
-    objects (``sweep`` turns it into typed :class:`Results`)."""
+    process only: workers build their own from the URL). Returns the run with its
+    :class:`LevelResult` objects (``sweep`` turns it into typed :class:`Results`)."""
     if out is not None:
         check_writable(out)
     control = control or RunControl()
@@ -318,7 +321,31 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                              server_facts=bool(config.server_metrics_interval_s)) as opened:
         return await run_on(opened, config, out=out, control=control,
                             keep_records=keep_records, on_progress=on_progress,
-                            on_level=on_level, on_start=on_start, log=log, levels=levels)
+                            on_level=on_level, on_start=on_start, log=log)
+
+
+class _FixedLevels:
+    """A run's levels known up front (as :class:`loadgen.saturation.SaturationLevels`,
+    which chooses them as the run goes)."""
+
+    def __init__(self, loads: Sequence[Load]) -> None:
+        self.planned = list(loads)
+        self.total = len(self.planned)
+
+    def next_level(self, index: int) -> Load | None:
+        return self.planned[index] if index < len(self.planned) else None
+
+    def measured(self, level: LevelResult) -> None:
+        pass
+
+
+def level_plan(config: RunConfig):
+    """The levels ``config`` runs: its loads, or a profile's, chosen as the run goes."""
+    if config.workload.profile == "saturation":
+        from .saturation import SaturationLevels
+
+        return SaturationLevels(config.loads, config.workload.profile_rates)
+    return _FixedLevels(config.loads)
 
 
 def _scaled(config: RunConfig) -> bool:
@@ -332,13 +359,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                  on_progress: Callable[[Load, dict], None] | None = None,
                  on_level: Callable[[LevelResult], None] | None = None,
                  on_start: Callable[[RunResult], None] | None = None,
-                 log: Callable[[str], None] | None = None,
-                 levels: Sequence[Load] | None = None) -> RunResult:
+                 log: Callable[[str], None] | None = None) -> RunResult:
     """Run ``config``'s levels on a target already opened (:func:`open_for_runs`, with
     the run's request options): :func:`run_config` without the preflight and the server
     facts, which ``opened`` has. With ``config.workers`` > 1 (or Ray) the workers still
     open their own targets from the URL; the levels' /metrics are sampled from here."""
-    levels = config.loads if levels is None else levels
+    plan = level_plan(config)
     control = control or RunControl()
     workload = config.workload
     prompts = config.prompts if config.prompts is not None else workload.prompt_source()
@@ -371,8 +397,9 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             slos=workload.slos, sinks=exports.sinks)
         if on_start:
             on_start(result)
-        for index, load in enumerate(levels):
-            if control.stopped or (pool is not None and pool.broken):
+        for index in itertools.count():
+            load = plan.next_level(index)
+            if load is None or control.stopped or (pool is not None and pool.broken):
                 break
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
             if pool is not None:
@@ -389,11 +416,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             result.partial = True  # until the run has ended: a file written now is not complete
             if out is not None:
                 result.save(out)
+            plan.measured(level)
             if on_level:
                 on_level(level)
         result.target = opened.target.describe()
         result.finished_at = now_iso()
-        result.partial = (control.stopped or len(result.levels) < len(levels)
+        result.partial = (control.stopped or plan.next_level(len(result.levels)) is not None
                           or any(level.partial for level in result.levels))
         if out is not None:
             result.save(out)

@@ -14,8 +14,10 @@ from typing import Iterator
 
 from ..errors import ConfigError
 from ..export import HdrIntervalLog, RequestLog
+from ..load import Levels
+from ..option import option
 from ..slo import SLO, parse_slo
-from .datasets import load_dataset
+from .datasets import FORMATS, load_dataset
 from .prompts import PromptSource
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
@@ -41,33 +43,102 @@ class Exports:
             sink.end_level()
 
 
+_R, _W, _L, _O = ("Requests", "Workload (prompts, datasets, traces)", "Load (per level)",
+                  "Measurement and output")
+
+
 @dataclass(frozen=True)
 class WorkloadSettings:
-    input_tokens: int = 128
-    output_tokens: int | None = None  # None: a dataset row's own length, else 128
-    min_tokens: int | None = None
-    input_tokens_stdev: float = 0.0
-    output_tokens_stdev: float = 0.0
-    tokenizer: str | None = None  # tokenizer directory or tokenizer.json
-    dataset: str | None = None
-    dataset_format: str = "auto"
-    prompts_file: str | None = None  # legacy --prompts: JSONL sent in file order
-    sample_with_replacement: bool = False
-    seed: int = 0
-    shared_prefix_tokens: int = 0
-    prefix_groups: int = 1
-    turns: int = 1
-    think_s: float = 0.0
-    slos: tuple[SLO, ...] = ()
-    save_requests: str | None = None
-    hdr_log: str | None = None
-    hdr_interval_s: float = 5.0
-    trace: str | None = None  # Mooncake JSONL: replaces --concurrency/--rate and prompts
-    trace_speedup: float = 1.0
-    trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS
-    profile: str | None = None  # "saturation": bounds, then rates between (loadgen.saturation)
-    profile_rates: int = 5
-    saturation_concurrency: int = 64
+    """What a run sends (prompts, lengths, dataset, trace, prefixes, turns, seed) and how
+    it is measured beyond the levels (SLOs, exports, profile). Each field is a run option
+    (:func:`loadgen.option.option`)."""
+
+    input_tokens: int = option(128, _R, "Length of synthetic prompts, in tokens.",
+                               metavar="TOKENS", low=1)
+    # None: a dataset row's own length, else 128
+    output_tokens: int | None = option(None, _R, "max_tokens of each request.",
+                                       metavar="TOKENS", low=1,
+                                       none_means="a dataset row's own, else 128")
+    min_tokens: int | None = option(None, _R, "vLLM min_tokens.", metavar="TOKENS", low=0,
+                                    none_means="not sent")
+    input_tokens_stdev: float = option(0.0, _R, "Synthetic prompt lengths: normal around "
+                                       "--input-tokens.", metavar="TOKENS", low=0)
+    output_tokens_stdev: float = option(0.0, _R, "max_tokens: normal around --output-tokens "
+                                        "(or the dataset's).", metavar="TOKENS", low=0)
+    # tokenizer directory or tokenizer.json
+    tokenizer: str | None = option(None, _W, "Local Hugging Face tokenizer directory or "
+                                   "tokenizer.json: exact prompt lengths and input token "
+                                   "counts (pip install 'loadgen[tokenizer]').", metavar="PATH")
+    dataset: str | None = option(None, _W, "Prompts from a file: ShareGPT JSON, JSONL (prompt "
+                                 "or messages, optional max_tokens), or text.", metavar="FILE",
+                                 path="file")
+    dataset_format: str = option("auto", _W, "Dataset format (auto: by suffix, then content).",
+                                 choices=FORMATS)
+    # legacy --prompts: JSONL sent in file order
+    prompts_file: str | None = option(None, _W, "Prompts sent in file order.",
+                                      metavar="FILE.jsonl", flag="--prompts", path="file")
+    sample_with_replacement: bool = option(False, _W, "Draw dataset rows independently "
+                                           "(default: shuffled passes, seeded by --seed).")
+    seed: int = option(0, _L, "Seed for Poisson arrivals and dataset sampling.")
+    shared_prefix_tokens: int = option(0, _R, "Synthetic prompts of a group start with the "
+                                       "same N tokens.", metavar="TOKENS", low=0)
+    prefix_groups: int = option(1, _R, "Number of distinct shared prefixes (requests cycle "
+                                "through them).", metavar="PREFIXES", low=1)
+    turns: int = option(1, _R, "Multi-turn sessions of N turns (ShareGPT: the conversation's "
+                        "own, at most N), each request carrying the history; metrics per "
+                        "turn too.", metavar="TURNS", low=1)
+    think_s: float = option(0.0, _R, "Seconds between an answer and the session's next turn.",
+                            metavar="S", low=0, flag="--think-time")
+    slos: tuple[SLO, ...] = option((), _O, "Latency SLO, repeatable: ttft_ms<=500 (each "
+                                   "request), e2e_ms:p99<=8000 (the level), "
+                                   "decode_tokens_per_s>=20. Adds goodput.", metavar="SPEC",
+                                   item=str, convert=parse_slo, flag="--slo")
+    save_requests: str | None = option(None, _O, "Write one JSON line per request (raw "
+                                       "timestamps, derived metrics, tokens, errors).",
+                                       metavar="FILE.jsonl", path="file")
+    hdr_log: str | None = option(None, _O, "Write interval histograms per level and metric "
+                                 "(HdrHistogram log format).", metavar="DIR", path="dir")
+    hdr_interval_s: float = option(5.0, _O, "Seconds per --hdr-log interval histogram.",
+                                   metavar="S", low=0, low_open=True, flag="--hdr-interval")
+    # Mooncake JSONL: replaces --concurrency/--rate and prompts
+    trace: str | None = option(None, _W, "Replay a Mooncake trace (timestamp, input_length, "
+                               "output_length, hash_ids) on its own schedule: one open-loop "
+                               "level.", metavar="FILE.jsonl", path="file")
+    trace_speedup: float = option(1.0, _W, "Replay the trace this many times faster.",
+                                  metavar="TIMES", low=0, low_open=True)
+    trace_block_tokens: int = option(MOONCAKE_BLOCK_TOKENS, _W, "Prompt tokens per trace hash "
+                                     "id (512 in the Mooncake release).", metavar="TOKENS",
+                                     low=1)
+    # "saturation": bounds, then rates between (loadgen.saturation)
+    profile: str | None = option(None, _L, "saturation: measure one stream and "
+                                 "--saturation-concurrency streams, then --profile-rates "
+                                 "constant rates evenly between their request rates.",
+                                 choices=("saturation",), none_means="none", sweep_only=True)
+    profile_rates: int = option(5, _L, "Rate levels of --profile saturation.",
+                                metavar="LEVELS", low=1, sweep_only=True)
+    saturation_concurrency: int = option(64, _L, "Streams of --profile saturation's "
+                                         "unthrottled level.", metavar="STREAMS", low=2,
+                                         sweep_only=True)
+
+    def levels(self, levels: Levels) -> list:
+        """The run's load levels: a trace's replay, a profile's first (bound) levels, or
+        ``levels``' own; one-line errors for level options beside a trace or profile."""
+        given = bool(levels.concurrency or levels.rate)
+        if self.trace and self.profile:
+            raise ConfigError("use --trace or --profile, not both")
+        if self.trace:
+            if given:
+                raise ConfigError("--trace replays the trace's own schedule; drop "
+                                  "--concurrency/--rate")
+            return [self.trace_load()]
+        if self.profile:
+            if given:
+                raise ConfigError("--profile saturation chooses its own levels; drop "
+                                  "--concurrency/--rate")
+            from ..saturation import bound_levels
+
+            return bound_levels(self.saturation_concurrency)
+        return levels.loads(self.seed)
 
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
