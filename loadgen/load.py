@@ -341,7 +341,9 @@ class Levels:
                                           low=1, none_means="1")
     rate: tuple[float, ...] = option((), _L, "Open loop: arrival rate in requests/s "
                                      "(sweep: one level per value).", metavar="REQ/S[,REQ/S...]", item=float,
-                                     low=0, low_open=True, none_means="closed loop")
+                                     low=0, low_open=True, none_means="closed loop",
+                                     hint="for N requests at once use --concurrency N "
+                                          "--requests N")
     arrival: str = option("constant", _L, "Open-loop arrival process.", choices=ARRIVALS)
     max_in_flight: int | None = option(None, _L, "Open loop: cap on requests in flight; "
                                        "requests due while full are counted as dropped.",

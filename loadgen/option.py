@@ -50,6 +50,7 @@ class Option:
     negatable: bool = False  # a bool as --x/--no-x (else a flag that turns it on)
     path: str | None = None  # "file" or "dir": the CLI checks what kind of path it is
     sweep_only: bool = False  # several levels: `loadgen run` does not offer it
+    hint: str = ""  # what to do instead, after an out-of-bounds error
 
 
 def option(default: Any, group: str, help: str, **kwargs: Any) -> Any:
@@ -141,13 +142,14 @@ class OptionField:
 
     def _check_bounds(self, value: float) -> None:
         spec = self.spec
+        hint = f"; {spec.hint}" if spec.hint else ""
         if not math.isfinite(value):
-            raise ConfigError(f"{self.key} must be a finite number (got {value!r})")
+            raise ConfigError(f"{self.key} must be a finite number (got {value!r}){hint}")
         if spec.low is not None and (value < spec.low or (spec.low_open and value == spec.low)):
             raise ConfigError(f"{self.key} must be {'>' if spec.low_open else '>='} "
-                              f"{spec.low:g} (got {value:g})")
+                              f"{spec.low:g} (got {value:g}){hint}")
         if spec.high is not None and value > spec.high:
-            raise ConfigError(f"{self.key} must be <= {spec.high:g} (got {value:g})")
+            raise ConfigError(f"{self.key} must be <= {spec.high:g} (got {value:g}){hint}")
 
 
 def option_fields(part: str, cls: type) -> list[OptionField]:

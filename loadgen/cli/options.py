@@ -44,6 +44,24 @@ def comma_list(field: OptionField) -> Callable[[click.Context, click.Parameter, 
     return parse
 
 
+def one_number(field: OptionField) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """``run``'s level option: one number (a list is ``sweep``'s)."""
+    kind = field.spec.item
+
+    def parse(ctx: click.Context, param: click.Parameter, text: str | None) -> Any:
+        if text is None:
+            return None
+        if "," in text:
+            raise click.BadParameter("run measures one level; use `loadgen sweep` for "
+                                     "several values")
+        try:
+            return (kind(text),)
+        except ValueError:
+            raise click.BadParameter(f"a number (got {text!r})") from None
+
+    return parse
+
+
 def _click_type(field: OptionField) -> Any:
     if field.spec.choices:
         return click.Choice(field.spec.choices)
@@ -73,7 +91,7 @@ def click_option(field: OptionField, command: str) -> Callable:
         kwargs.update(multiple=True, type=str)
     elif spec.item is not None:  # numbers: a comma list (sweep), one value (run)
         if command == ONE_LEVEL:
-            kwargs.update(type=spec.item, metavar=spec.metavar.split("[")[0])
+            kwargs.update(callback=one_number(field), metavar=spec.metavar.split("[")[0])
         else:
             kwargs["callback"] = comma_list(field)
     else:

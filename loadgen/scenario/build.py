@@ -134,7 +134,9 @@ def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
     values = dict(block.values)
     target = values.pop("target", None)
     deploy = values.pop("deploy", None)
-    if target is not None:
+    if target is not None and "${" in str(target.values.get("url")):
+        target = None  # a parameter left unset by a lenient (--simulate) check: not used
+    elif target is not None:
         target = TargetSpec(**target.values)
     if deploy is not None:
         d = dict(deploy.values)
