@@ -43,7 +43,7 @@ def build_scenario(root: Block, problems: list[Problem]) -> Scenario | None:
         name=root.values["name"], hardware=hardware,
         measurements=_measurements(root.values["measurements"]),
         phases=tuple(_phase(block, i, hardware) for i, block in enumerate(phases)),
-        request=RequestDefaults(**root.get("request", Block({})).values),
+        request=_request(root.get("request", Block({})).values),
         simulate=_simulate(root.get("simulate")), description=root.get("description"),
         drift_tolerance=root.get("drift_tolerance", 0.05))
 
@@ -128,6 +128,12 @@ def _measurements(block: Block) -> Measurements:
     return Measurements(section("single_stream", SingleStream),
                         section("fixed_length", FixedLength), section("sweep", SweepSpec),
                         section("fidelity", FidelitySpec))
+
+
+def _request(values: dict) -> RequestDefaults:
+    values = dict(values)
+    prompts = values.pop("prompts", None)
+    return RequestDefaults(values, prompts)
 
 
 def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
