@@ -26,7 +26,7 @@ from hdrh.log import HistogramLogWriter
 
 from .errors import ConfigError
 from .load import Load
-from .metrics import ALL_METRICS, LevelMetrics
+from .metrics import ALL_METRICS, LevelMetrics, request_metrics
 from .record import RequestRecord
 from .slo import SLO, is_good
 
@@ -39,7 +39,9 @@ def _open(path: Path, what: str) -> IO[str]:
 
 
 class RequestLog:
-    """Streams one JSON line per finished request to ``path``."""
+    """Streams one JSON line per finished request to ``path``: its raw record (timestamps
+    in ns, tokens, error) and its derived metrics (:func:`loadgen.metrics.request_metrics`:
+    ttft_ms, e2e_ms, tpot_ms, decode_tokens_per_s, itl_mean_ms, itl_max_ms, error)."""
 
     def __init__(self, path: str | Path, slos: Sequence[SLO] = ()) -> None:
         self.path = Path(path)
@@ -55,6 +57,7 @@ class RequestLog:
         line = {**self._level, **{f.name: getattr(record, f.name)
                                   for f in dataclasses.fields(record)}}
         line.pop("text", None)  # generated text stays out: the export is about timing
+        line.update(request_metrics(record))  # derived, next to the raw timestamps
         if self.slos:
             line["good"] = is_good(record, self.slos)
         self._file.write(orjson.dumps(line).decode())

@@ -45,13 +45,24 @@ def test_save_requests_streams_one_line_per_request(tmp_path, start_sim):
     levels = result.to_dict()["levels"]
     assert len(failed) == sum(lv["requests"]["failed"] for lv in levels) > 0
     assert all(line["error_type"] == "http_500" and line["error_message"] and
-               line["good"] is False for line in failed)
+               line["good"] is False and line["error"] == "http_500"
+               and line["ttft_ms"] is None and line["e2e_ms"] is None for line in failed)
     for line in lines:
         if line["error_type"] is None:
             assert line["good"] is True and line["output_tokens"] == 6
             assert len(line["content_ns"]) >= 1
             assert line["intended_ns"] <= line["start_ns"] <= line["content_ns"][0] \
                 <= line["end_ns"]
+            # The derived metrics sit next to the raw timestamps, by the same formulas
+            # (µs resolution, as the histograms record them).
+            ttft = (line["content_ns"][0] - line["intended_ns"]) // 1000 / 1000
+            e2e = (line["end_ns"] - line["intended_ns"]) // 1000 / 1000
+            assert line["ttft_ms"] == pytest.approx(ttft) and line["e2e_ms"] == pytest.approx(e2e)
+            gaps = [b - a for a, b in zip(line["content_ns"], line["content_ns"][1:])]
+            if gaps:
+                assert line["itl_max_ms"] == max(gaps) / 1e6
+                assert line["itl_mean_ms"] == pytest.approx(sum(gaps) / len(gaps) / 1e6)
+            assert line["error"] is None
         assert "text" not in line
 
 

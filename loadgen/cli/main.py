@@ -110,11 +110,22 @@ def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: boo
         return signals.exit_code
     click.echo(f"results: {where}", err=True)
     if completed == 0 and failed:
+        first = _first_error_message(data)
         click.echo(f"Error: all {failed} requests failed "
-                   f"({error_kinds(_all_errors(data))}); see requests.error_messages "
-                   "in the results", err=True)
+                   f"({error_kinds(_all_errors(data))})"
+                   + (f"; the server said: {first}" if first else ""), err=True)
         return EXIT_ALL_FAILED
     return EXIT_FALLBACK_FILE if result.write_error else 0
+
+
+def _first_error_message(data: dict) -> str | None:
+    """The first error message kept (the level's first error type's first message)."""
+    for lv in data["levels"]:
+        for messages in lv["requests"].get("error_messages", {}).values():
+            if messages:
+                first = " ".join(str(messages[0]).split())  # one line
+                return first if len(first) <= 300 else first[:299] + "…"
+    return None
 
 
 def _all_errors(data: dict) -> dict[str, int]:

@@ -119,10 +119,17 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
-                _throughput(summary), _latency(summary), _goodput(summary), _comparison(summary),
+                _throughput(summary), _latency(summary), _turns(summary), _goodput(summary),
+                _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
                 _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]
+
+
+def _turns(summary: dict) -> Section:
+    from .turns import turns_section  # it builds on this module's blocks
+
+    return turns_section(summary)
 
 
 def _overview(summary: dict) -> Section:
