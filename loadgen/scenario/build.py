@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from ..targetspec import target_kind
 from .nodes import Block, Problem
 from .schema import (
     FidelitySpec,
@@ -70,7 +71,7 @@ def _check_phases(phases: list[Block], problems: list[Problem]) -> None:
             problems.append(Problem(phase.line, f"{where}: missing target or deploy: say which "
                                                 "server this phase measures"))
         target = phase.get("target")
-        if target is not None and not str(target.get("url", "")).startswith("sagemaker://"):
+        if target is not None and _kind(target.get("url")) != "sagemaker":
             for key in TargetSpec(**{**target.values, "url": None}).given_sagemaker_options():
                 problems.append(Problem(target.line_for(key), f"{where}.target.{key}: only "
                                         "applies to sagemaker:// targets; remove it"))
@@ -128,6 +129,15 @@ def _measurements(block: Block) -> Measurements:
     return Measurements(section("single_stream", SingleStream),
                         section("fixed_length", FixedLength), section("sweep", SweepSpec),
                         section("fidelity", FidelitySpec))
+
+
+def _kind(url: object) -> str | None:
+    """The target's kind (the one parser: loadgen.targetspec), None for a bad URL (the
+    url key reported it)."""
+    try:
+        return target_kind(url) if isinstance(url, str) else None
+    except ConfigError:
+        return None
 
 
 def _request(values: dict) -> RequestDefaults:

@@ -13,7 +13,6 @@ import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
@@ -58,12 +57,11 @@ def one_of(*choices: str):
 
 
 def url_check(value: str) -> str | None:
-    if urlsplit(value).scheme in ("http", "https", "sagemaker"):
-        try:
-            if target_kind(value) != SIMULATOR:  # the one parser of target URLs
-                return None
-        except ConfigError:
-            pass
+    try:
+        if target_kind(value) != SIMULATOR:  # the one parser of target URLs
+            return None
+    except ConfigError:
+        pass
     return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {value!r}"
 
 
