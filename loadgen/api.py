@@ -23,6 +23,7 @@ from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError, RunStopped
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .measurement import Measurement
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
@@ -203,6 +204,7 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                  stop: StopRule | None = None, options: RequestOptions | None = None,
                  prompts: PromptSource | None = None,
                  workload: WorkloadSettings | None = None,
+                 measurement: Measurement | None = None,
                  server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
                  ray: str | None = None, **run_options: Any) -> RunConfig:
     """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet).
@@ -218,7 +220,8 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
             flat[key] = value
     config = build_run(flat, where="keyword")
     replaced = {name: value for name, value in (("stop", stop), ("options", options),
-                                                ("workload", workload), ("prompts", prompts))
+                                                ("workload", workload), ("prompts", prompts),
+                                                ("measurement", measurement))
                 if value is not None}
     if loads:
         replaced["loads"] = tuple(loads)
@@ -229,6 +232,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                 stop: StopRule | None = None, options: RequestOptions | None = None,
                 prompts: PromptSource | None = None,
                 workload: WorkloadSettings | None = None,
+                measurement: Measurement | None = None,
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
@@ -247,8 +251,8 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     ``output_tokens=64``, ``slos=["ttft_ms<=500"]``, ``dataset=...``, ``turns=3``,
     ``profile="saturation"``, ``region=...``), with the CLI's defaults; the objects
     ``loads``, ``stop`` (:class:`StopRule`), ``options`` (:class:`RequestOptions`),
-    ``workload`` (:class:`WorkloadSettings`) and ``prompts`` (:class:`PromptSource`)
-    replace the part they describe.
+    ``workload`` (:class:`WorkloadSettings`), ``measurement`` (:class:`Measurement`: SLOs,
+    exports, profile) and ``prompts`` (:class:`PromptSource`) replace the part they describe.
 
     Each level is measured separately. With ``out``, the path is checked before any load is
     sent, and the results file is rewritten after every level (``"partial": true`` until the
@@ -269,13 +273,14 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                               '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
                               "for the built-in simulator")
         url = None if given_object is not None else target
-        config = build_config(url, loads=loads, stop=stop,
+        config = build_config(url, loads=loads, stop=stop, measurement=measurement,
                               options=options, prompts=prompts, workload=workload,
                               server_metrics_interval_s=server_metrics_interval_s,
                               workers=workers, ray=ray, **run_options)
     else:
         keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
-                    "prompts": prompts, "workload": workload, "ray": ray, **run_options,
+                    "prompts": prompts, "workload": workload, "measurement": measurement,
+                    "ray": ray, **run_options,
                     "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
         given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
         if given:
@@ -341,10 +346,10 @@ class _FixedLevels:
 
 def level_plan(config: RunConfig):
     """The levels ``config`` runs: its loads, or a profile's, chosen as the run goes."""
-    if config.workload.profile == "saturation":
+    if config.measurement.profile == "saturation":
         from .saturation import SaturationLevels
 
-        return SaturationLevels(config.loads, config.workload.profile_rates)
+        return SaturationLevels(config.loads, config.measurement.profile_rates)
     return _FixedLevels(config.loads)
 
 
@@ -380,11 +385,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
-        exports = stack.enter_context(workload.open_exports())  # after the preflight
+        exports = stack.enter_context(config.measurement.open_exports())  # after the preflight
         result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
                            simulated=opened.simulated, server=dict(opened.server))
-        result.extra["workload"] = workload.describe(
-            prompts if isinstance(prompts, PromptSource) else None)
+        result.extra["workload"] = {**workload.describe(
+            prompts if isinstance(prompts, PromptSource) else None),
+            **config.measurement.describe()}
         if pool is not None:
             result.extra["workers"] = pool.describe()
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
@@ -394,7 +400,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
-            slos=workload.slos, sinks=exports.sinks)
+            slos=config.measurement.slos, sinks=exports.sinks)
         if on_start:
             on_start(result)
         for index in itertools.count():
@@ -439,4 +445,4 @@ async def run(target: str | Target | None = None, *, load: Load | None = None,
 __all__ = ["sweep", "run", "run_config", "run_on", "open_for_runs", "OpenedTarget",
            "build_config", "make_target", "SIMULATOR", "RunConfig", "TargetConfig",
            "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions", "PromptSource",
-           "RunControl", "WorkloadSettings"]
+           "RunControl", "WorkloadSettings", "Measurement"]

@@ -5,7 +5,8 @@ A run is described by frozen dataclasses, one per concept: :class:`TargetSpec` (
 :class:`~loadgen.config.RequestOptions` and :class:`~loadgen.config.Timeouts` (each
 request), :class:`~loadgen.load.Levels` (the load levels), :class:`~loadgen.load.StopRule`
 (when a level ends), :class:`~loadgen.workload.settings.WorkloadSettings` (prompts,
-datasets, traces, SLOs, exports, profiles) and :class:`RunConfig` (processes, sampling).
+datasets, traces), :class:`~loadgen.measurement.Measurement` (SLOs, exports, profile) and
+:class:`RunConfig` (processes, sampling).
 Every option is one field of one of them, declared with :func:`loadgen.option.option`;
 :data:`RUN_PARTS` lists them in order and :func:`run_options` flattens them, so the front
 doors (CLI, MCP ``start_run``, scenario ``request:``, API keywords) are generated from the
@@ -23,6 +24,7 @@ from typing import Any, Mapping, Sequence, Union
 
 from .config import RequestOptions, Timeouts
 from .errors import ConfigError
+from .measurement import Measurement
 from .load import (
     DEFAULT_REQUESTS,
     ArrivalRate,
@@ -55,6 +57,7 @@ class RunConfig:
     options: RequestOptions = RequestOptions()
     prompts: PromptSource | None = None  # None: the workload's (synthetic, dataset, trace)
     workload: WorkloadSettings = WorkloadSettings()
+    measurement: Measurement = Measurement()
     # None (or 0): don't sample vLLM /metrics
     server_metrics_interval_s: float | None = option(
         1.0, "Measurement and output", "vLLM HTTP targets: sample /metrics every S seconds "
@@ -86,12 +89,8 @@ class RunConfig:
         """This run for worker processes: ``prompts`` (a :class:`PromptSource`) with one
         salt, chosen here, so every worker makes the same prompt for a request index.
         What cannot be split across processes yet is a one-line error."""
-        workload = self.workload
-        unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (workload.profile, "--profile"),
-                        (workload.save_requests or workload.hdr_log,
-                         "--save-requests/--hdr-log")]
-        given = [flag for bad, flag in unsplittable if bad]
+        given = (["--trace"] if self.workload.trace or not isinstance(prompts, PromptSource)
+                 else []) + self.measurement.one_process_only
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
@@ -141,7 +140,7 @@ def auto_workers(loads: Sequence[Load], cores: int) -> int:
 RUN_PARTS: tuple[tuple[str, type], ...] = (
     ("target", TargetSpec), ("options", RequestOptions), ("levels", Levels),
     ("stop", StopRule), ("workload", WorkloadSettings), ("timeouts", Timeouts),
-    ("run", RunConfig))
+    ("measurement", Measurement), ("run", RunConfig))
 
 
 def run_options() -> list[OptionField]:
@@ -177,16 +176,40 @@ def build_run(values: Mapping[str, Any] | None = None, *, where: str = "option",
         if f.key in given:
             parts[f.part][f.name] = f.value(given[f.key], f.flag if where == "option" else None)
     workload = WorkloadSettings(**parts["workload"])
+    measurement = Measurement(**parts["measurement"])
     stop = StopRule(**parts["stop"])
-    if workload.trace and stop.ramp_up_s:
-        raise ConfigError("--ramp-up does not apply to --trace (the trace has its own timing)")
-    if workload.trace and stop.warmup:
-        raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
-    loads = workload.levels(Levels(**parts["levels"]))
+    loads = choose_levels(Levels(**parts["levels"]), workload, measurement, stop)
     options = RequestOptions(**parts["options"], timeouts=Timeouts(**parts["timeouts"]))
     return RunConfig(loads=tuple(loads), stop=stop,
                      target=TargetSpec(**parts["target"]), options=options,
-                     workload=workload, **parts["run"])
+                     workload=workload, measurement=measurement, **parts["run"])
+
+
+def choose_levels(levels: Levels, workload: WorkloadSettings, measurement: Measurement,
+                  stop: StopRule) -> list[Load]:
+    """The run's load levels: a trace's replay, a profile's first (bound) levels, or the
+    level options' own; one-line errors for options that do not go with a trace or profile."""
+    given = bool(levels.concurrency or levels.rate)
+    if workload.trace and measurement.profile:
+        raise ConfigError("use --trace or --profile, not both")
+    if workload.trace:
+        if given:
+            raise ConfigError("--trace replays the trace's own schedule; drop "
+                              "--concurrency/--rate")
+        if stop.ramp_up_s:
+            raise ConfigError("--ramp-up does not apply to --trace (the trace has its own "
+                              "timing)")
+        if stop.warmup:
+            raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
+        return [workload.trace_load()]
+    if measurement.profile:
+        if given:
+            raise ConfigError("--profile saturation chooses its own levels; drop "
+                              "--concurrency/--rate")
+        from .saturation import bound_levels
+
+        return bound_levels(measurement.saturation_concurrency)
+    return levels.loads(workload.seed)
 
 
 __all__ = ["RunConfig", "TargetSpec", "TargetConfig", "DEFAULT_REQUESTS", "default",

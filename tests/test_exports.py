@@ -18,11 +18,11 @@ from loadgen.slo import parse_slo
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
-def sweep(url, concurrencies, requests, workload, **kw):
+def sweep(url, concurrencies, requests, measurement, **kw):
     return asyncio.run(loadgen.sweep(
         url, loads=[loadgen.ConstantConcurrency(c) for c in concurrencies],
         stop=loadgen.StopRule(requests=requests), prompts=loadgen.PromptSource(16, 6),
-        workload=workload, server_metrics_interval_s=None, **kw))
+        measurement=measurement, server_metrics_interval_s=None, **kw))
 
 
 def test_save_requests_streams_one_line_per_request(tmp_path, start_sim):
@@ -33,9 +33,9 @@ def test_save_requests_streams_one_line_per_request(tmp_path, start_sim):
     def on_level(level):  # written as the run goes, not at its end
         seen_after_first_level.append(len(path.read_text().splitlines()))
 
-    workload = loadgen.WorkloadSettings(save_requests=str(path),
+    measurement = loadgen.Measurement(save_requests=str(path),
                                         slos=(parse_slo("ttft_ms<=60000"),))
-    result = sweep(url, (1, 2), 10, workload, on_level=on_level)
+    result = sweep(url, (1, 2), 10, measurement, on_level=on_level)
     lines = [orjson.loads(line) for line in path.read_text().splitlines()]
     assert seen_after_first_level[0] == 10 and len(lines) == 20
     assert [line["level"] for line in lines] == [1] * 10 + [2] * 10
@@ -78,8 +78,8 @@ def read_intervals(path):
 def test_hdr_log_intervals_read_back_with_hdrh(tmp_path, start_sim):
     url = start_sim(SimProfile(ttft_s=0.02, itl_s=0.005))
     directory = tmp_path / "hdr"
-    workload = loadgen.WorkloadSettings(hdr_log=str(directory), hdr_interval_s=0.1)
-    result = sweep(url, (2, 4), 24, workload).to_dict()
+    measurement = loadgen.Measurement(hdr_log=str(directory), hdr_interval_s=0.1)
+    result = sweep(url, (2, 4), 24, measurement).to_dict()
     files = sorted(p.name for p in directory.iterdir())
     assert files == sorted([f"01-concurrency-2.{m}.hlog" for m in ALL_METRICS]
                            + [f"02-concurrency-4.{m}.hlog" for m in ALL_METRICS])

@@ -40,7 +40,7 @@ def _part(config: RunConfig, field: OptionField):
         return config.loads
     holder = {"target": config.target, "options": config.options, "stop": config.stop,
               "timeouts": config.options.timeouts, "workload": config.workload,
-              "run": config}[field.part]
+              "measurement": config.measurement, "run": config}[field.part]
     return getattr(holder, field.name)
 
 

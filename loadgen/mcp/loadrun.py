@@ -123,7 +123,8 @@ async def measure(config: RunConfig, out: Path, control: RunControl,
 def in_run_directory(config: RunConfig, directory: Path) -> RunConfig:
     """``config`` with its exports (plain names) written in the run's ``directory``."""
     exports = {key: str(directory / name) for key in OUTPUT_FILES
-               if (name := getattr(config.workload, key)) is not None}
+               if (name := getattr(config.measurement, key)) is not None}
     if not exports:
         return config
-    return dataclasses.replace(config, workload=dataclasses.replace(config.workload, **exports))
+    return dataclasses.replace(config, measurement=dataclasses.replace(config.measurement,
+                                                                       **exports))

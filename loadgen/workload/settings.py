@@ -1,57 +1,31 @@
-"""What a run sends and how it is judged and exported, as one frozen settings object.
+"""What a run sends, as one frozen settings object.
 
 :class:`WorkloadSettings` gathers the workload options (prompt lengths and tokenizer,
-dataset and sampling, shared prefixes, SLOs, exports) so the CLI and the API pass one
-value through; :meth:`prompt_source`, :meth:`open_exports` and :meth:`describe` turn it
-into the running parts and the results file's ``workload`` object.
+dataset and sampling, trace, shared prefixes, turns, seed) so every front door passes one
+value through; :meth:`prompt_source` and :meth:`describe` turn it into the prompts and
+the results file's ``workload`` object. How the run is judged and exported is
+:class:`loadgen.measurement.Measurement`.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..errors import ConfigError
-from ..export import HdrIntervalLog, RequestLog
-from ..load import Levels
 from ..option import option
-from ..slo import SLO, parse_slo
 from .datasets import FORMATS, load_dataset
 from .prompts import PromptSource
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 
 
-@dataclass(frozen=True)
-class Exports:
-    """The open exports of a run (either may be None)."""
-
-    requests: RequestLog | None = None
-    hdr: HdrIntervalLog | None = None
-
-    @property
-    def sinks(self) -> tuple:
-        return tuple(x for x in (self.requests, self.hdr) if x is not None)
-
-    def begin_level(self, index: int, load) -> None:
-        for sink in self.sinks:
-            sink.begin_level(index, load)
-
-    def end_level(self) -> None:
-        for sink in self.sinks:
-            sink.end_level()
-
-
-_R, _W, _L, _O = ("Requests", "Workload (prompts, datasets, traces)", "Load (per level)",
-                  "Measurement and output")
+_R, _W, _L = ("Requests", "Workload (prompts, datasets, traces)", "Load (per level)")
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
-    """What a run sends (prompts, lengths, dataset, trace, prefixes, turns, seed) and how
-    it is measured beyond the levels (SLOs, exports, profile). Each field is a run option
-    (:func:`loadgen.option.option`)."""
+    """What a run sends: prompts, lengths, dataset, trace, prefixes, turns, seed. Each
+    field is a run option (:func:`loadgen.option.option`)."""
 
     input_tokens: int = option(128, _R, "Length of synthetic prompts, in tokens.",
                                metavar="TOKENS", low=1)
@@ -89,17 +63,6 @@ class WorkloadSettings:
                         "turn too.", metavar="TURNS", low=1)
     think_s: float = option(0.0, _R, "Seconds between an answer and the session's next turn.",
                             metavar="S", low=0, flag="--think-time")
-    slos: tuple[SLO, ...] = option((), _O, "Latency SLO, repeatable: ttft_ms<=500 (each "
-                                   "request), e2e_ms:p99<=8000 (the level), "
-                                   "decode_tokens_per_s>=20. Adds goodput.", metavar="SPEC",
-                                   item=str, convert=parse_slo, flag="--slo")
-    save_requests: str | None = option(None, _O, "Write one JSON line per request (raw "
-                                       "timestamps, derived metrics, tokens, errors).",
-                                       metavar="FILE.jsonl", path="file")
-    hdr_log: str | None = option(None, _O, "Write interval histograms per level and metric "
-                                 "(HdrHistogram log format).", metavar="DIR", path="dir")
-    hdr_interval_s: float = option(5.0, _O, "Seconds per --hdr-log interval histogram.",
-                                   metavar="S", low=0, low_open=True, flag="--hdr-interval")
     # Mooncake JSONL: replaces --concurrency/--rate and prompts
     trace: str | None = option(None, _W, "Replay a Mooncake trace (timestamp, input_length, "
                                "output_length, hash_ids) on its own schedule: one open-loop "
@@ -109,41 +72,6 @@ class WorkloadSettings:
     trace_block_tokens: int = option(MOONCAKE_BLOCK_TOKENS, _W, "Prompt tokens per trace hash "
                                      "id (512 in the Mooncake release).", metavar="TOKENS",
                                      low=1)
-    # "saturation": bounds, then rates between (loadgen.saturation)
-    profile: str | None = option(None, _L, "saturation: measure one stream and "
-                                 "--saturation-concurrency streams, then --profile-rates "
-                                 "constant rates evenly between their request rates.",
-                                 choices=("saturation",), none_means="none", sweep_only=True)
-    profile_rates: int = option(5, _L, "Rate levels of --profile saturation.",
-                                metavar="LEVELS", low=1, sweep_only=True)
-    saturation_concurrency: int = option(64, _L, "Streams of --profile saturation's "
-                                         "unthrottled level.", metavar="STREAMS", low=2,
-                                         sweep_only=True)
-
-    def levels(self, levels: Levels) -> list:
-        """The run's load levels: a trace's replay, a profile's first (bound) levels, or
-        ``levels``' own; one-line errors for level options beside a trace or profile."""
-        given = bool(levels.concurrency or levels.rate)
-        if self.trace and self.profile:
-            raise ConfigError("use --trace or --profile, not both")
-        if self.trace:
-            if given:
-                raise ConfigError("--trace replays the trace's own schedule; drop "
-                                  "--concurrency/--rate")
-            return [self.trace_load()]
-        if self.profile:
-            if given:
-                raise ConfigError("--profile saturation chooses its own levels; drop "
-                                  "--concurrency/--rate")
-            from ..saturation import bound_levels
-
-            return bound_levels(self.saturation_concurrency)
-        return levels.loads(self.seed)
-
-    @classmethod
-    def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
-        return cls(slos=tuple(parse_slo(text) for text in slo_texts), **kwargs)
-
     def trace_load(self) -> TraceReplay:
         """The one level of a trace replay."""
         return TraceReplay(load_trace(self.trace), self.trace_speedup)
@@ -167,18 +95,6 @@ class WorkloadSettings:
                             prefix_groups=self.prefix_groups, turns=self.turns,
                             think_s=self.think_s)
 
-    @contextlib.contextmanager
-    def open_exports(self) -> Iterator[Exports]:
-        """The run's exports, closed (and flushed) however the run ends."""
-        exports = Exports(
-            RequestLog(self.save_requests, self.slos) if self.save_requests else None,
-            HdrIntervalLog(self.hdr_log, self.hdr_interval_s) if self.hdr_log else None)
-        try:
-            yield exports
-        finally:
-            for sink in exports.sinks:
-                sink.close()
-
     def describe(self, prompts: PromptSource | None = None) -> dict:
         """The results file's ``workload`` object."""
         out = {"tokenizer": self.tokenizer, "input_tokens": self.input_tokens,
@@ -188,8 +104,6 @@ class WorkloadSettings:
                "shared_prefix_tokens": self.shared_prefix_tokens,
                "prefix_groups": self.prefix_groups, "turns": self.turns,
                "think_s": self.think_s,
-               "slos": [slo.text for slo in self.slos],
-               "save_requests": self.save_requests, "hdr_log": self.hdr_log,
                "dataset": None,
                "trace": None if not self.trace else {
                    "path": self.trace, "speedup": self.trace_speedup,
