@@ -28,6 +28,7 @@ from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
 from .runconfig import SIMULATOR, RunConfig, TargetConfig, TargetSpec, Workers, build_run
+from .saturation import level_plan
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
@@ -245,26 +246,21 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
     ``"simulator"`` (the built-in simulator, in a child process).
 
-    The run is described by keywords, given whole as ``config=RunConfig(...)``, not both.
-    The keywords are every run option by name, as the CLI's options
-    (:func:`loadgen.runconfig.run_options`: ``concurrency=[1, 4, 16]``, ``requests=50``,
-    ``output_tokens=64``, ``slos=["ttft_ms<=500"]``, ``dataset=...``, ``turns=3``,
-    ``profile="saturation"``, ``region=...``), with the CLI's defaults; the objects
-    ``loads``, ``stop`` (:class:`StopRule`), ``options`` (:class:`RequestOptions`),
-    ``workload`` (:class:`WorkloadSettings`), ``measurement`` (:class:`Measurement`: SLOs,
-    exports, profile) and ``prompts`` (:class:`PromptSource`) replace the part they describe.
+    The run is described by keywords or given whole as ``config=RunConfig(...)``, not both.
+    The keywords are every run option by name, with the CLI's defaults
+    (:func:`loadgen.runconfig.run_options`: ``concurrency=[1, 4]``, ``requests=50``,
+    ``slos=["ttft_ms<=500"]``, ``turns=3``, ``profile="saturation"``, ``region=...``); the
+    objects ``loads``, ``stop``, ``options``, ``workload``, ``measurement`` and ``prompts``
+    replace the part they describe.
 
     Each level is measured separately. With ``out``, the path is checked before any load is
-    sent, and the results file is rewritten after every level (``"partial": true`` until the
-    run ends), so an interrupted run keeps what it measured. If the file cannot be written
-    at the end after all, it goes to a fallback file (``Results.path`` says where,
-    ``write_error`` why). ``on_start(result)`` is called once the target answered its
-    preflight, before any load. Against a vLLM HTTP server, its /metrics facts go to
-    ``server`` and running/waiting requests and KV-cache use are sampled every
-    ``server_metrics_interval_s`` during each level (None: don't). ``workers=N`` (or
-    ``"auto"``) generates each level with N worker processes, ``ray=ADDRESS`` with Ray
-    actors; ``log`` gets their one-line warnings (default: stderr). Traces and profiles
-    run in one process only.
+    sent and the file is rewritten after every level (``"partial": true`` until the run
+    ends); if it cannot be written at the end, it goes to a fallback file
+    (``Results.path``, ``write_error``). ``on_start(result)`` is called once the target
+    answered its preflight. Against a vLLM HTTP server its /metrics facts go to ``server``
+    and its gauges are sampled every ``server_metrics_interval_s`` during each level.
+    ``workers``/``ray`` generate each level with worker processes or Ray actors; ``log``
+    gets their one-line warnings (default: stderr).
     """
     given_object = target if target is not None and not isinstance(target, str) else None
     if config is None:
@@ -327,30 +323,6 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         return await run_on(opened, config, out=out, control=control,
                             keep_records=keep_records, on_progress=on_progress,
                             on_level=on_level, on_start=on_start, log=log)
-
-
-class _FixedLevels:
-    """A run's levels known up front (as :class:`loadgen.saturation.SaturationLevels`,
-    which chooses them as the run goes)."""
-
-    def __init__(self, loads: Sequence[Load]) -> None:
-        self.planned = list(loads)
-        self.total = len(self.planned)
-
-    def next_level(self, index: int) -> Load | None:
-        return self.planned[index] if index < len(self.planned) else None
-
-    def measured(self, level: LevelResult) -> None:
-        pass
-
-
-def level_plan(config: RunConfig):
-    """The levels ``config`` runs: its loads, or a profile's, chosen as the run goes."""
-    if config.measurement.profile == "saturation":
-        from .saturation import SaturationLevels
-
-        return SaturationLevels(config.loads, config.measurement.profile_rates)
-    return _FixedLevels(config.loads)
 
 
 def _scaled(config: RunConfig) -> bool:

@@ -1,4 +1,5 @@
-"""``--profile saturation``: find the server's range, then measure rates across it.
+"""The levels a run walks (:func:`level_plan`), and ``--profile saturation``: find the
+server's range, then measure rates across it.
 
 As GuideLLM's "sweep" profile does: a single-stream level (the lowest useful rate) and an
 unthrottled level (``concurrency`` streams at once: the highest rate the server sustains)
@@ -61,3 +62,26 @@ class SaturationLevels:
             if len(self._bound_rps) == 2 and self._bound_rps[0] > 0:
                 self.planned.extend(ArrivalRate(rate) for rate in
                                     saturation_rates(*self._bound_rps, self.rates))
+
+
+class FixedLevels:
+    """A run's levels known up front (as :class:`SaturationLevels`, which chooses them as
+    the run goes): the run asks :meth:`next_level` and reports to :meth:`measured`."""
+
+    def __init__(self, loads: Sequence[Load]) -> None:
+        self.planned = list(loads)
+        self.total = len(self.planned)
+
+    def next_level(self, index: int) -> Load | None:
+        return self.planned[index] if index < len(self.planned) else None
+
+    def measured(self, level: Any) -> None:
+        pass
+
+
+def level_plan(config: Any) -> FixedLevels | SaturationLevels:
+    """The levels ``config`` (a RunConfig) runs: its loads, or a profile's, chosen as the
+    run goes."""
+    if config.measurement.profile == "saturation":
+        return SaturationLevels(config.loads, config.measurement.profile_rates)
+    return FixedLevels(config.loads)

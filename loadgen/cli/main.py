@@ -16,7 +16,6 @@ import cloup
 import orjson
 
 from .. import __version__
-from ..api import level_plan
 from ..api import sweep as api_sweep
 from ..engine import RunControl
 from ..errors import RunStopped
@@ -25,6 +24,7 @@ from ..progress import PlainProgress, make_progress, run_header
 from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
 from ..runconfig import RunConfig, build_run
+from ..saturation import level_plan
 from .common import LoadgenGroup, StopSignals, UserError, run_async
 from .options import LEVELS, ONE_LEVEL, SWEEP_CONCURRENCY, run_options_decorator, values_from
 

@@ -26,6 +26,7 @@ from ..engine import LevelResult, RunControl
 from ..errors import ConfigError
 from ..load import DEFAULT_REQUESTS, Load
 from ..runconfig import SIMULATOR, RunConfig, build_run, run_options
+from ..saturation import level_plan
 from .options import ServerOptions
 
 OUTPUT_FILES = ("save_requests", "hdr_log")  # written into the run's directory
@@ -48,7 +49,7 @@ class LoadRequest:
         return {key: list(v) if isinstance(v, tuple) else v for key, v in out.items()}
 
     def levels_total(self, config: RunConfig) -> int:
-        return api.level_plan(config).total
+        return level_plan(config).total
 
     def checked(self, limits: ServerOptions) -> tuple["LoadRequest", list[str], RunConfig]:
         """This request within the server's limits, what was changed to get there, and

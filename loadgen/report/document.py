@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE, few_samples
 from .compare import LEVEL_METRICS, mismatch_line
+from .turns import turn_table
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
 REPORT_RATIO_METRICS = ("output_tokens_per_s", "decode_tokens_per_s", "ttft_ms_p50",
@@ -127,9 +128,8 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
 
 
 def _turns(summary: dict) -> Section:
-    from .turns import turns_section  # it builds on this module's blocks
-
-    return turns_section(summary)
+    title, note, headers, rows = turn_table(summary, num)
+    return Section(title, [Paragraph(note), Table(headers, rows)] if rows else [])
 
 
 def _overview(summary: dict) -> Section:
