@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..bounds import host_problem, shown
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
@@ -58,10 +59,13 @@ def one_of(*choices: str):
 
 
 def url_check(value: str) -> str | None:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed [IPv6 bracket
+        parts = urlsplit("")
     if parts.scheme in ("http", "https", "sagemaker") and parts.netloc:
-        return None
-    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {value!r}"
+        return host_problem(value) if parts.scheme != "sagemaker" else None
+    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {shown(value)}"
 
 
 def label_check(value: str) -> str | None:

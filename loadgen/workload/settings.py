@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..export import GuardedExport, HdrIntervalLog, RequestLog
 from ..slo import SLO, parse_slo
 from .datasets import load_dataset
-from .prompts import PromptSource
+from .prompts import PromptSource, check_token_bounds
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 
@@ -82,6 +82,12 @@ class WorkloadSettings:
     profile: str | None = None  # "saturation": bounds, then rates between (loadgen.saturation)
     profile_rates: int = 5
     saturation_concurrency: int = 64
+
+    def __post_init__(self) -> None:
+        # Bounds here too (not only in PromptSource): a trace or dataset run is refused
+        # before its file is even read, whatever front door built these settings.
+        check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
+                      self.input_tokens_stdev, self.output_tokens_stdev)
 
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
