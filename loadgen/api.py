@@ -381,6 +381,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
             slos=workload.slos, sinks=exports.sinks)
+        for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
+            (log or _to_stderr)(f"warning: {warning}")
         if on_start:
             on_start(result)
         for index, load in enumerate(levels):

@@ -11,6 +11,7 @@ whose validation asks this module, so a value too large to be meant (``--input-t
   included, without one more option to declare).
 - Trace timestamps: finite and at most :data:`MAX_TRACE_MS` (about 30 years), so the
   replay's nanosecond offsets stay integers.
+- Scenario files: at most :data:`MAX_SCENARIO_BYTES` (1 MiB), read only when regular files.
 - Text in scenario files (paths, names, URLs): at most :data:`MAX_TEXT_CHARS` characters;
   a host name's labels at most 63 characters, the whole name at most 253 (RFC 1035).
 """
@@ -28,6 +29,7 @@ MAX_INPUT_ENV = "LOADGEN_MAX_INPUT_TOKENS"
 MAX_OUTPUT_ENV = "LOADGEN_MAX_OUTPUT_TOKENS"
 MAX_TRACE_MS = 1e12
 MAX_TEXT_CHARS = 4096  # PATH_MAX on Linux
+MAX_SCENARIO_BYTES = 1 << 20  # a scenario is a page of YAML, not a data file
 MAX_LABEL_CHARS, MAX_HOST_CHARS = 63, 253
 
 

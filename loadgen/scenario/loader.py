@@ -14,7 +14,7 @@ from typing import Mapping
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ..bounds import text_problem
+from ..bounds import MAX_SCENARIO_BYTES, text_problem
 from ..errors import ConfigError
 from .build import build_scenario
 from .nodes import Block, Context, Problem, line_of
@@ -125,11 +125,16 @@ def check_file(path: str | os.PathLike, params: Mapping[str, str] | None = None,
         raise ConfigError(f"the scenario path {message}")
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:  # at most one byte past the cap: /dev/zero ends too
+            raw = fh.read(MAX_SCENARIO_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such scenario file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
+    if len(raw) > MAX_SCENARIO_BYTES:
+        size = path.stat().st_size
+        raise ConfigError(f"{path} is {f'{size:,} bytes' if size else 'endless'}; scenario files "
+                          f"are at most {MAX_SCENARIO_BYTES:,} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
