@@ -35,7 +35,7 @@ def _kind(path: Path) -> str:
     """``absent``, ``file``, ``stream`` (character device or FIFO) or what else it is."""
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a parent that is a file: said later
         return "absent"
     if stat.S_ISREG(mode):
         return "file"
