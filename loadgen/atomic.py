@@ -37,6 +37,8 @@ def _kind(path: Path) -> str:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):  # a parent that is a file: said later
         return "absent"
+    except OSError as exc:  # a symlink loop, a name too long
+        return f"unusable ({exc.strerror or exc})"
     if stat.S_ISREG(mode):
         return "file"
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
@@ -52,7 +54,7 @@ def _kind(path: Path) -> str:
 
 def _refusal(path: Path, what: str, kind: str) -> str:
     return (f"{what} {path} is {kind}; loadgen writes only regular files, character "
-            "devices and FIFOs: choose a file name")
+            "devices and FIFOs: choose a file name").lstrip()
 
 
 def rewritable(path: str | os.PathLike) -> bool:
@@ -61,9 +63,9 @@ def rewritable(path: str | os.PathLike) -> bool:
     return str(path) != "-" and _kind(resolve(path)) in ("file", "absent")
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str, what: str = "cannot write") -> Path:
-    """Write ``data`` to ``path`` by the module's rules; returns ``path``. ``OSError`` when it cannot be written (``what`` begins the message
-    of a refused kind of file)."""
+def write_atomic(path: str | os.PathLike, data: bytes | str, what: str = "") -> Path:
+    """Write ``data`` to ``path`` by the module's rules; returns ``path``. ``OSError`` when
+    it cannot be written (``what``, the option's name, begins a refusal's message)."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     if str(path) == "-":
         sys.stdout.buffer.write(payload)

@@ -1,8 +1,8 @@
 """Upper bounds on what a run may be asked to do, checked before any load is sent.
 
 Every front door (CLI, API, scenarios, MCP) builds the same dataclasses
-(:class:`~loadgen.workload.settings.WorkloadSettings`, :class:`~loadgen.workload.prompts.PromptSource`),
-whose validation asks this module, so a value too large to be meant (``--input-tokens
+(:class:`~loadgen.workload.settings.WorkloadSettings`,
+:class:`~loadgen.workload.prompts.PromptSource`), whose validation asks this module, so a value too large to be meant (``--input-tokens
 1e11`` would build a 3.8 GB prompt) is one line before anything is sent.
 
 - Tokens per request: input and output at most 1,000,000 each by default; raise (or
@@ -61,7 +61,7 @@ def input_tokens_problem(value: float, what: str = "--input-tokens") -> str | No
     limit = max_input_tokens()
     if value <= limit:
         return None
-    return (f"{what} is {value:,.0f} tokens, above the limit of {limit:,} "
+    return (f"{_subject(what)} {value:,.0f} tokens, above the limit of {limit:,} "
             f"(set {MAX_INPUT_ENV} to allow more)")
 
 
@@ -70,8 +70,13 @@ def output_tokens_problem(value: float, what: str = "--output-tokens") -> str | 
     limit = max_output_tokens()
     if value <= limit:
         return None
-    return (f"{what} is {value:,.0f} tokens, above the limit of {limit:,} "
+    return (f"{_subject(what)} {value:,.0f} tokens, above the limit of {limit:,} "
             f"(set {MAX_OUTPUT_ENV} to allow more)")
+
+
+def _subject(what: str) -> str:
+    """``--input-tokens is`` (or just ``is`` where the caller names the value itself)."""
+    return what if what == "is" else f"{what} is"
 
 
 def timestamp_problem(value: float) -> str | None:

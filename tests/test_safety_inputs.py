@@ -273,3 +273,14 @@ def test_redact_values_hides_every_occurrence_longest_first():
 
     assert redact_values("a KEY1 b KEY1KEY2 c", ["KEY1", "KEY1KEY2", None, ""]) == \
         "a *** b *** c"
+
+
+def test_scenario_token_counts_have_the_same_bounds(tmp_path):
+    path = _scenario(tmp_path, "sweep: {concurrency: [1, 4, 16], requests_per_stream: 2, "
+                     "output_tokens: 128}", "sweep: {concurrency: [1, 4, 16], "
+                     "requests_per_stream: 2, output_tokens: 2000000}")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert [p.message for p in caught.value.problems] == [
+        "measurements.sweep.output_tokens is 2,000,000 tokens, above the limit of 1,000,000 "
+        f"(set {MAX_OUTPUT_ENV} to allow more)"]
