@@ -209,3 +209,51 @@ def test_save_requests_into_the_results_file_is_refused_before_any_load(tmp_path
         f"Error: --save-requests {other} and --out {out} are the same file; give each its "
         "own path"]
     assert not out.exists()
+
+
+# -- report files and a real size limit ------------------------------------------------
+
+def test_report_files_follow_symlinks_and_refuse_block_devices(tmp_path):
+    from loadgen.report import write_reports
+    from tests.helpers.report_fixtures import l4_study
+
+    kept = tmp_path / "kept.md"
+    kept.write_text("old")
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "report.md").symlink_to(kept)
+    write_reports(out, l4_study(), formats=("md",))
+    assert (out / "report.md").is_symlink() and kept.read_text().startswith("#")
+    make_device(out / "report.csv", 7, 0, stat.S_IFBLK)
+    with pytest.raises(ConfigError, match=r"cannot write the reports \(.*report.csv is a block "
+                                          "device"):
+        write_reports(out, l4_study(), formats=("csv",))
+    assert stat.S_ISBLK(os.stat(out / "report.csv").st_mode)
+
+
+@pytest.mark.integration
+def test_save_requests_over_a_file_size_limit_stops_only_that_export(sim_url, tmp_path):
+    """RLIMIT_FSIZE in a child process: the export hits "File too large", the results
+    file (far smaller) is still written."""
+    import resource
+    import subprocess
+    import sys
+
+    limit = 16 * 1024
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out, saved = tmp_path / "r.json", tmp_path / "req.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "run", "--target", sim_url, "--concurrency", "8",
+         "--requests", "64", "--warmup", "0", "--output-tokens", "2", "--quiet",
+         "--out", str(out), "--save-requests", str(saved)],
+        preexec_fn=small_files, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 4, proc.stderr
+    assert "warning: --save-requests" in proc.stderr and "Traceback" not in proc.stderr
+    data = json.loads(out.read_text())
+    assert data["exports"] == {"requests": "failed: File too large"}
+    assert data["levels"][0]["requests"]["completed"] == 64
+    assert saved.stat().st_size <= limit
