@@ -69,9 +69,9 @@ class TargetConfig:
                 and getattr(self, f.name) not in (None, "auto")]
 
     def check(self) -> "TargetConfig":
-        if self.url is not None and not self.is_sagemaker:
-            if message := text_problem(self.url) or host_problem(self.url):
-                raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
+        http_url = self.url is not None and not self.is_sagemaker
+        if http_url and (message := text_problem(self.url) or host_problem(self.url)):
+            raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
         given = self.given_sagemaker_options()
         if given and not self.is_sagemaker:
             flags = ", ".join("--" + name.replace("_", "-") for name in given)

@@ -28,8 +28,8 @@ from ..codecs.openai_request import openai_body
 from ..codecs.openai_response import OpenAIResponse, error_message
 from ..config import APIS, TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError, one_line
-from ..redact import redact_values
 from ..record import Prompt, RequestRecord
+from ..redact import redact_values
 from .base import PreparedRequest
 from .http_pool import HTTPPool
 from .session import AiohttpTransport, Connections, headers_too_large
