@@ -67,7 +67,7 @@ def draw_length(rng: random.Random, mean: int, stdev: float, low: int = 1,
 
 
 def check_token_bounds(input_tokens: int, output_tokens: int | None, min_tokens: int | None,
-                  input_stdev: float, output_stdev: float) -> None:
+                       input_stdev: float, output_stdev: float) -> None:
     """Token counts and spreads within :mod:`loadgen.bounds` (one line before any load)."""
     for value, what, problem in (
             (input_tokens, "--input-tokens", input_tokens_problem),
@@ -146,7 +146,7 @@ class PromptSource:
             if not ok:
                 raise ConfigError(message)
         check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
-                      self.input_stdev, self.output_stdev)
+                           self.input_stdev, self.output_stdev)
         if self.shared_prefix_tokens and (self.dataset or self.texts):
             raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
                               "not to --dataset/--prompts")

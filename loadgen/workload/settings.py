@@ -50,10 +50,6 @@ class Exports:
                                                          ("hdr_log", self.hdr))
                 if export is not None}
 
-    @property
-    def failed(self) -> bool:
-        return any(status != "ok" for status in self.describe().values())
-
 
 @dataclass(frozen=True)
 class WorkloadSettings:
@@ -87,7 +83,7 @@ class WorkloadSettings:
         # Bounds here too (not only in PromptSource): a trace or dataset run is refused
         # before its file is even read, whatever front door built these settings.
         check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
-                      self.input_tokens_stdev, self.output_tokens_stdev)
+                           self.input_tokens_stdev, self.output_tokens_stdev)
 
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
