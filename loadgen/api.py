@@ -381,7 +381,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                 result.extra["workers"] = pool.describe()
             else:
                 if getattr(prompts, "tokenizer", None) is not None:
-                    stream.prefill(prefill_count(load, config.stop))  # off the level's clock
+                    stream.prefill(prefill_count(load, config.stop),  # off the level's clock
+                                   start=opened.ids.prompts)
                 exports.begin_level(index + 1, load)
                 level = await measure(opened.target, load, on_progress=progress)
                 exports.end_level()

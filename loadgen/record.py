@@ -88,6 +88,7 @@ class RequestRecord:
     cached_tokens: int | None = None
     session: int | None = None
     turn: int | None = None
+    max_tokens: int | None = None  # what the request asked for (the prompt's max_tokens)
 
     @property
     def ok(self) -> bool:

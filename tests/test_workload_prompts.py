@@ -147,11 +147,16 @@ def test_prompt_stream_fills_ahead_in_order():
             made.append(i)
             yield i
 
-    stream = PromptStream(source())
-    assert next(stream) == 0 and made == [0]
+    stream = PromptStream(source())  # any iterable (a trace's prompts): taken in order
+    assert stream.prompt(0) == 0 and made == [0]
     stream.prefill(3)
     assert made == [0, 1, 2, 3]  # made ahead ...
-    assert [next(stream) for _ in range(5)] == [1, 2, 3, 4, 5]  # ... and sent in order
+    assert [stream.prompt(i) for i in range(1, 6)] == [1, 2, 3, 4, 5]  # ... sent in order
+    # A PromptSource is asked by index: made ahead or not, request i gets prompt(i).
+    seeded = PromptSource(20, 8, input_stdev=5, output_stdev=3, seed=4, salt="s-")
+    by_index = PromptStream(seeded)
+    by_index.prefill(4, start=10)
+    assert [by_index.prompt(i) for i in (10, 3, 11)] == [seeded.prompt(i) for i in (10, 3, 11)]
     assert prefill_count(ConstantConcurrency(16), StopRule()) == 64
     assert prefill_count(ConstantConcurrency(4), StopRule(requests=10, warmup=2)) == 12
     assert prefill_count(ArrivalRate(5.0), StopRule(duration_s=60)) == 300

@@ -30,9 +30,9 @@ Upcoming = tuple[Session | None, Prompt, RequestRecord, PreparedRequest | None]
 
 class Prompts(Protocol):
     """Where prompts come from, by run-wide request index: a
-    :class:`~loadgen.workload.prompts.PromptSource` (the same prompt for an index in every worker
-    process), or one process's :class:`~loadgen.workload.prompts.PromptStream` (taken in order,
-    with the iterator's draws and multi-turn sessions)."""
+    :class:`~loadgen.workload.prompts.PromptSource` (the same prompt for an index in every
+    process), or one process's :class:`~loadgen.workload.prompts.PromptStream` (the same,
+    made ahead; a trace's prompts in order)."""
 
     def prompt(self, index: int) -> Prompt | Session: ...
 
@@ -132,7 +132,8 @@ class Level:
         return RequestRecord(input_tokens=prompt.input_tokens,
                              input_tokens_exact=prompt.input_tokens_exact,
                              tag=prompt.tag, request_id=index + 1,
-                             session=prompt.session, turn=prompt.turn)
+                             session=prompt.session, turn=prompt.turn,
+                             max_tokens=prompt.max_tokens)
 
     def new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
         """Count a request that starts now, due at ``intended_ns``, and make its record."""
