@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import sys
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from .atomic import check_writable
@@ -29,11 +28,6 @@ from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
 
 if TYPE_CHECKING:
     from .workers import WorkerPool
@@ -186,12 +180,15 @@ async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: 
     from .vllm.server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
-    async with TaskGroup() as tg:
-        watcher = tg.create_task(sampler.run())
-        try:
-            level = await pool.level(index, load, config.stop, control, on_progress)
-        finally:
-            watcher.cancel()
+    # Not a TaskGroup: a worker's one-line error (WorkerFailed) must reach the CLI as
+    # itself, not wrapped in an ExceptionGroup.
+    watcher = asyncio.ensure_future(sampler.run())
+    try:
+        level = await pool.level(index, load, config.stop, control, on_progress)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
     level.server = sampler.snapshot()
     return level
 

@@ -115,7 +115,7 @@ class WorkerPool:
         self._note_deaths(workers, outcomes)
         reports, facts = [], []
         for handle, outcome in zip(workers, outcomes):
-            report = outcome if isinstance(outcome, LevelReport) else _kept(handle)
+            report = outcome if isinstance(outcome, LevelReport) else _lost_with(handle)
             report = _in_parent_clock(report, handle.clock_offset_ns)
             reports.append(report)
             facts.append(worker_facts(report, handle.info, "died" if handle.died else "ok"))
@@ -152,11 +152,22 @@ class WorkerPool:
             on_progress({**self.statistics(), "elapsed_s": elapsed_s})
 
 
-def _kept(handle: WorkerHandle) -> LevelReport:
-    """What a dead worker had reported with histograms (nothing: an empty report)."""
-    if handle.latest_full is not None:
-        return handle.latest_full
-    return LevelReport.of(handle.index, LevelMetrics(), with_histograms=True, idle=True)
+def _lost_with(handle: WorkerHandle) -> LevelReport:
+    """A dead worker's part of the level: what it had reported with histograms (nothing:
+    an empty report), and every measured request it started that this report does not
+    hold counted ``incomplete`` (reason ``worker_died``): in flight when it died, or
+    finished after its last report. So completed + failed + incomplete is still every
+    request the workers sent."""
+    kept = handle.latest_full
+    if kept is None:
+        kept = LevelReport.of(handle.index, LevelMetrics(), with_histograms=True, idle=True)
+    held = kept.counts["completed"] + kept.counts["failed"] + kept.counts["incomplete"]
+    lost = max(0, handle.started_in_level() - held)
+    if not lost:
+        return kept
+    return dataclasses.replace(kept, counts={**kept.counts,
+                                             "incomplete": kept.counts["incomplete"] + lost},
+                               worker_died=lost)
 
 
 def _in_parent_clock(report: LevelReport, offset_ns: int) -> LevelReport:

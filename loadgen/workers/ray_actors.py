@@ -150,6 +150,11 @@ class RayWorkerHandle:
                     self.latest_full = report
                     next_full += HISTOGRAMS_EVERY_S
 
+    def started_in_level(self) -> int:
+        """Measured requests started in the running level, as of the last progress report
+        (an actor on another host shares no memory with the driver)."""
+        return self.latest.started if self.latest is not None else 0
+
     def stop(self) -> None:
         if not self.died:
             self.actor.stop.remote()

@@ -24,23 +24,33 @@ from ..slo import SLOCounts
 from ..targets.base import Target, open_target
 from .payload import LevelReport
 from .split import worker_level
+from .starts import StartCount
 
 PROGRESS_EVERY_S = 0.5  # counters, for live progress
 HISTOGRAMS_EVERY_S = 1.0  # encoded histograms too: what is kept if the worker dies
 
 
 class WorkerEngine:
-    def __init__(self, config: RunConfig, share: Share, keep_records: bool = False) -> None:
+    def __init__(self, config: RunConfig, share: Share, keep_records: bool = False,
+                 starts: StartCount | None = None) -> None:
         self.config = config
         self.share = share
+        self.starts = starts  # shared with the parent (worker processes)
+        self.started = 0  # measured requests started in the level being measured
         self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
-                            slos=config.workload.slos)  # judged here, per request
+                            slos=config.workload.slos,  # judged here, per request
+                            on_start=self._count_start)
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
         self._slo: SLOCounts | None = None  # its SLO counts (with --slo)
         self._start_ns = 0
         self._in_flight = 0
+
+    def _count_start(self) -> None:
+        self.started += 1
+        if self.starts is not None:
+            self.starts.add()
 
     async def open(self) -> dict:
         """Open the target (its preflight too); return who this worker is."""
@@ -77,6 +87,7 @@ class WorkerEngine:
                                   start_ns=start_ns, end_ns=start_ns, final=True, idle=True)
         load, stop = part
         self._metrics, self._start_ns, self._in_flight = LevelMetrics(), start_ns, 0
+        self.started = 0
         self._slo = SLOCounts(self.how.slos) if self.how.slos else None
         try:
             result = await engine.measure(self._target, load, stop, self.config.prompts,
@@ -89,6 +100,7 @@ class WorkerEngine:
                               start_ns=result.start_ns, end_ns=result.end_ns,
                               client=result.client, records=result.records,
                               connections=result.connections, final=True,
+                              started=self.started,
                               slo=result.slo, ramp_excluded=result.ramp_excluded,
                               turns={turn: LevelReport.of(self.share.index, metrics,
                                                           with_histograms=True)
@@ -103,5 +115,5 @@ class WorkerEngine:
             return None
         return LevelReport.of(self.share.index, self._metrics, with_histograms=with_histograms,
                               start_ns=self._start_ns, end_ns=time.perf_counter_ns(),
-                              in_flight=self._in_flight,
+                              in_flight=self._in_flight, started=self.started,
                               slo=self._slo if with_histograms else None)  # pickled at once
