@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import LoadgenError, TargetError
 from .payload import LevelReport
@@ -24,6 +24,7 @@ class WorkerHandle(Protocol):
     latest_full: LevelReport | None  # ... the last one carrying histograms
     died: str | None  # one line, once the worker is gone
     clock_offset_ns: int  # worker clock − parent clock
+    on_report: Callable[[LevelReport], None] | None  # sees every report of a level
 
     async def start(self) -> dict[str, Any]: ...
 

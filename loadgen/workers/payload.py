@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import LevelResult
@@ -55,6 +55,10 @@ class LevelReport:
     ramp_excluded: int = 0  # final reports: requests started during the ramp-up
     started: int = 0  # measured requests started so far (those of the ramp-up not counted)
     worker_died: int = 0  # set by the parent: started requests lost with a dead worker
+    # Exports made since the last report (--save-requests lines; --hdr-log intervals as
+    # (k, start_s, end_s, encoded histograms)): the parent writes them to its files.
+    rows: str = ""
+    intervals: list[tuple[int, float, float, dict[str, str]]] = field(default_factory=list)
 
     @classmethod
     def of(cls, worker: int, metrics: LevelMetrics, *, with_histograms: bool,

@@ -152,6 +152,7 @@ class ProcessWorker:
         self.latest_full: LevelReport | None = None  # last one with histograms
         self.died: str | None = None  # why, once the process is gone
         self.clock_offset_ns = 0  # same host, same CLOCK_MONOTONIC
+        self.on_report: Callable[[LevelReport], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> dict:
@@ -236,6 +237,8 @@ class ProcessWorker:
             self._gone()
 
     def _receive(self, message: tuple) -> None:
+        if message[0] in ("progress", "level") and self.on_report is not None:
+            self.on_report(message[1])
         if message[0] == "progress":
             self.latest = message[1]
             if message[1].histograms is not None:
