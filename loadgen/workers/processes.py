@@ -10,7 +10,8 @@ loop (uvloop when ``loadgen[fast]`` is installed) and talks to the parent over o
     parent -> child   (RunConfig, Share, keep_records, start-count FD) first, then
                       ("warm_up", level, start_ns) | ("measure", level, start_ns)
                       | ("stop",) | ("quit",)
-    child -> parent   ("ready", info) | ("failed", message) | ("warm",)
+    child -> parent   ("ready", info) | ("failed", message: it could not open its target,
+                      warm up or measure) | ("warm",)
                       | ("progress", LevelReport) | ("level", LevelReport)
 
 Children ignore SIGINT too (the parent decides, and sends "stop"). A child whose parent
