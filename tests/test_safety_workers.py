@@ -16,8 +16,6 @@ import pytest
 
 from loadgen.simulator import SimProfile, SimulatorThread
 
-pytestmark = pytest.mark.integration  # starts servers and worker processes
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -50,6 +48,7 @@ def slow_sim():
     thread.stop()
 
 
+@pytest.mark.integration  # starts a simulator and worker processes
 def test_a_killed_worker_s_requests_are_counted_and_the_exit_code_says_so(tmp_path, slow_sim):
     url, sim = slow_sim
     out = tmp_path / "r.json"
@@ -84,6 +83,7 @@ def _few_open_files() -> None:  # runs in the child, before loadgen starts
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
 
+@pytest.mark.integration
 def test_too_few_open_files_is_the_same_one_line_error_with_workers(tmp_path, sim_url):
     outcomes = []
     for extra in ([], ["--workers", "2"]):
@@ -99,3 +99,47 @@ def test_too_few_open_files_is_the_same_one_line_error_with_workers(tmp_path, si
         assert "open files but this process may open at most 256" in stderr
         assert "ulimit -n" in stderr and "Traceback" not in stderr
         assert not wrote  # no load was sent: no (empty, partial) results file
+
+
+def test_hdr_intervals_of_workers_merge_by_interval(tmp_path):
+    """Interval k is written once every worker measuring the level sent its interval k (or
+    died), as the sum of their histograms: one file, as one process writes."""
+    from hdrh.log import HistogramLogReader
+
+    from loadgen.export import HdrIntervalLog
+    from loadgen.load import ConstantConcurrency
+    from loadgen.metrics import new_histogram
+
+    def part(*values_ms):
+        hist = new_histogram("ttft_ms")
+        for value in values_ms:
+            hist.record_value(value * 1000)  # µs
+        return {"ttft_ms": hist.encode().decode("ascii")}
+
+    log = HdrIntervalLog(tmp_path, interval_s=1.0)
+    log.begin_level(1, ConstantConcurrency(4))
+    log.expect_parts([0, 1])
+    path = tmp_path / "01-concurrency-4.ttft_ms.hlog"
+
+    def written():
+        reader = HistogramLogReader(str(path), new_histogram("ttft_ms"))
+        found = []
+        while (hist := reader.get_next_interval_histogram()) is not None:
+            found.append((hist.get_start_time_stamp(), hist.get_total_count(),
+                          hist.get_max_value() // 1000))
+        reader.close()
+        return found
+
+    log.add_part(0, 0, 0.0, 1.0, part(10, 20))
+    log.add_part(0, 1, 1.0, 2.0, part(30))
+    assert written() == []  # interval 0 waits for worker 1
+    log.add_part(1, 0, 0.0, 1.0, part(50))
+    assert [(count, top) for _, count, top in written()] == [(3, 50)]
+    log.drop_part(1)  # worker 1 died: interval 1 no longer waits for it
+    assert [(count, top) for _, count, top in written()] == [(3, 50), (1, 30)]
+    log.add_part(0, 2, 2.0, 2.4, part(40))  # the last, partial interval: at the level's end
+    log.end_level()
+    intervals = written()
+    assert [(count, top) for _, count, top in intervals] == [(3, 50), (1, 30), (1, 40)]
+    starts = [start for start, _, _ in intervals]
+    assert starts == sorted(starts) and len(set(starts)) == 3
