@@ -257,3 +257,17 @@ def test_save_requests_over_a_file_size_limit_stops_only_that_export(sim_url, tm
     assert data["exports"] == {"requests": "failed: File too large"}
     assert data["levels"][0]["requests"]["completed"] == 64
     assert saved.stat().st_size <= limit
+
+
+@pytest.mark.integration
+def test_a_failed_export_with_workers_stops_only_that_export(sim_url, tmp_path):
+    """With --workers the parent writes the workers' rows: the same guard applies."""
+    out = tmp_path / "r.json"
+    full = make_device(tmp_path / "full", 1, 7)
+    result = invoke("run", "--workers", "2", "--concurrency", "2", "--requests", "8",
+                    "--warmup", "0", "--output-tokens", "4", "--quiet", "--target", sim_url,
+                    "--out", str(out), "--save-requests", str(full))
+    assert result.exit_code == 4, result.output
+    data = json.loads(out.read_text())
+    assert data["exports"] == {"requests": "failed: No space left on device"}
+    assert data["levels"][0]["requests"]["completed"] == 8
