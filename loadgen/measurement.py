@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
-from .export import HdrIntervalLog, RequestLog
+from .export import GuardedExport, HdrIntervalLog, RequestLog
 from .option import option
 from .slo import SLO, parse_slo
 
@@ -20,10 +20,10 @@ _L, _O = "Load (per level)", "Measurement and output"
 
 @dataclass(frozen=True)
 class Exports:
-    """The open exports of a run (either may be None)."""
+    """The open exports of a run (either may be None), each stopped alone by a failed write."""
 
-    requests: RequestLog | None = None
-    hdr: HdrIntervalLog | None = None
+    requests: GuardedExport | None = None
+    hdr: GuardedExport | None = None
 
     @property
     def sinks(self) -> tuple:
@@ -36,6 +36,16 @@ class Exports:
     def end_level(self) -> None:
         for sink in self.sinks:
             sink.end_level()
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+    def describe(self) -> dict[str, str]:
+        """The results' ``exports`` object: ``ok`` or ``failed: <reason>`` for each export."""
+        return {name: export.status for name, export in (("requests", self.requests),
+                                                         ("hdr_log", self.hdr))
+                if export is not None}
 
 
 @dataclass(frozen=True)
@@ -68,21 +78,21 @@ class Measurement:
     @property
     def one_process_only(self) -> list[str]:
         """The flags of what cannot be split across worker processes yet."""
-        return [flag for given, flag in ((self.profile, "--profile"),
-                                         (self.save_requests or self.hdr_log,
-                                          "--save-requests/--hdr-log")) if given]
+        return ["--profile"] if self.profile else []
 
     @contextlib.contextmanager
-    def open_exports(self) -> Iterator[Exports]:
-        """The run's exports, closed (and flushed) however the run ends."""
+    def open_exports(self, warn: Callable[[str], None]) -> Iterator[Exports]:
+        """The run's exports, closed (and flushed) however the run ends; a failed write
+        stops only its export, with one line to ``warn``."""
         exports = Exports(
-            RequestLog(self.save_requests, self.slos) if self.save_requests else None,
-            HdrIntervalLog(self.hdr_log, self.hdr_interval_s) if self.hdr_log else None)
+            GuardedExport("--save-requests", RequestLog(self.save_requests, self.slos), warn)
+            if self.save_requests else None,
+            GuardedExport("--hdr-log", HdrIntervalLog(self.hdr_log, self.hdr_interval_s), warn)
+            if self.hdr_log else None)
         try:
             yield exports
         finally:
-            for sink in exports.sinks:
-                sink.close()
+            exports.close()
 
     def describe(self) -> dict:
         """Its part of the results file's ``workload`` object."""

@@ -51,6 +51,7 @@ class Option:
     path: str | None = None  # "file" or "dir": the CLI checks what kind of path it is
     sweep_only: bool = False  # several levels: `loadgen run` does not offer it
     hint: str = ""  # what to do instead, after an out-of-bounds error
+    check: Callable[[Any], str | None] | None = None  # a further bound: why not, or None
 
 
 def option(default: Any, group: str, help: str, **kwargs: Any) -> Any:
@@ -120,6 +121,8 @@ class OptionField:
                               f"(got {given!r})")
         if isinstance(given, (int, float)) and not isinstance(given, bool):
             self._check_bounds(given)
+        if self.spec.check is not None and (problem := self.spec.check(given)):
+            raise ConfigError(f"{self.key} {problem}")
         return given
 
     def _typed(self, given: Any) -> Any:

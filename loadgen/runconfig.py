@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, Union
 
 from .config import RequestOptions, Timeouts
 from .errors import ConfigError
-from .measurement import Measurement
 from .load import (
     DEFAULT_REQUESTS,
     ArrivalRate,
@@ -33,6 +31,7 @@ from .load import (
     Load,
     StopRule,
 )
+from .measurement import Measurement
 from .option import OptionField, default, option, option_fields
 from .targetspec import SIMULATOR, TargetSpec, target_kind
 from .workload.prompts import PromptSource
@@ -94,9 +93,7 @@ class RunConfig:
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
-        if prompts.salt is None:
-            prompts = dataclasses.replace(prompts, salt=secrets.token_hex(3) + "-")
-        return dataclasses.replace(self, prompts=prompts)
+        return dataclasses.replace(self, prompts=prompts.salted())
 
     def worker_count(self, cores: int | None = None) -> int:
         """How many workers generate the load (``auto`` resolved against ``cores``)."""

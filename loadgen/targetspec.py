@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .codecs.sagemaker_formats import PAYLOAD_FORMATS
+from .bounds import host_problem, shown, text_problem
 from .errors import ConfigError
 from .option import option
 
@@ -45,13 +46,21 @@ def target_kind(url: str | None) -> str:
     if not isinstance(url, str) or not url.strip():
         raise ConfigError("give a target: an http(s):// URL, sagemaker://ENDPOINT, or "
                           f"{SIMULATOR!r} for the built-in simulator")
-    parts = urlsplit(url)
+    if message := text_problem(url):
+        raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as exc:
+        raise ConfigError(f"--target {shown(url)} is not a URL ({exc})") from None
     if parts.scheme == "sagemaker":
         sagemaker_url(url)
         return "sagemaker"
-    if parts.scheme in ("http", "https") and parts.hostname:
+    if parts.scheme in ("http", "https") and hostname:
+        if message := host_problem(url):
+            raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
         return "http"
-    raise ConfigError(f"--target {url!r} is not a URL like http://127.0.0.1:8000, "
+    raise ConfigError(f"--target {shown(url)} is not a URL like http://127.0.0.1:8000, "
                       f"sagemaker://ENDPOINT_NAME or {SIMULATOR!r}")
 
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
 from ..option import OptionField
@@ -42,6 +43,16 @@ def positive(value: float) -> str | None:
     return None if value > 0 and math.isfinite(value) else f"must be > 0, got {value:g}"
 
 
+def input_count(value: int) -> str | None:
+    """A positive token count within the input bound (:mod:`loadgen.bounds`)."""
+    return positive(value) or input_tokens_problem(value, "is")
+
+
+def output_count(value: int) -> str | None:
+    """A positive token count within the output bound (:mod:`loadgen.bounds`)."""
+    return positive(value) or output_tokens_problem(value, "is")
+
+
 def non_negative(value: float) -> str | None:
     return None if value >= 0 and math.isfinite(value) else f"must be >= 0, got {value:g}"
 
@@ -61,8 +72,10 @@ def url_check(value: str) -> str | None:
         if target_kind(value) != SIMULATOR:  # the one parser of target URLs
             return None
     except ConfigError:
-        pass
-    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {value!r}"
+        problem = host_problem(value)
+        if problem and not value.startswith("sagemaker:"):
+            return problem
+    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {shown(value)}"
 
 
 def label_check(value: str) -> str | None:
@@ -146,14 +159,14 @@ REQUEST = Section({
 })
 
 SINGLE_STREAM = Section({"enabled": Boolean(), "requests": Integer(positive),
-                         "output_tokens": Integer(positive), "warmup": Integer(non_negative)})
-FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(positive),
+                         "output_tokens": Integer(output_count), "warmup": Integer(non_negative)})
+FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(output_count),
                         "repeats": Integer(positive)})
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
-                 "duration": Number(positive), "output_tokens": Integer(positive),
+                 "duration": Number(positive), "output_tokens": Integer(output_count),
                  "warmup": Integer(non_negative), "workers": Integer(positive)})
-FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
+FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY})
 

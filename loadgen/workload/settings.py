@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..bounds import input_tokens_problem, output_tokens_problem
 from ..errors import ConfigError
 from ..option import option
 from .datasets import FORMATS, load_dataset
-from .prompts import PromptSource
+from .prompts import PromptSource, check_token_bounds
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 
@@ -28,10 +29,12 @@ class WorkloadSettings:
     field is a run option (:func:`loadgen.option.option`)."""
 
     input_tokens: int = option(128, _R, "Length of synthetic prompts, in tokens.",
-                               metavar="TOKENS", low=1)
+                               metavar="TOKENS", low=1,
+                               check=lambda v: input_tokens_problem(v, "is"))
     # None: a dataset row's own length, else 128
     output_tokens: int | None = option(None, _R, "max_tokens of each request.",
                                        metavar="TOKENS", low=1,
+                                       check=lambda v: output_tokens_problem(v, "is"),
                                        none_means="a dataset row's own, else 128")
     min_tokens: int | None = option(None, _R, "vLLM min_tokens.", metavar="TOKENS", low=0,
                                     none_means="not sent")
@@ -72,6 +75,12 @@ class WorkloadSettings:
     trace_block_tokens: int = option(MOONCAKE_BLOCK_TOKENS, _W, "Prompt tokens per trace hash "
                                      "id (512 in the Mooncake release).", metavar="TOKENS",
                                      low=1)
+    def __post_init__(self) -> None:
+        # Bounds here too (not only in PromptSource): a trace or dataset run is refused
+        # before its file is even read, whatever front door built these settings.
+        check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
+                           self.input_tokens_stdev, self.output_tokens_stdev)
+
     def trace_load(self) -> TraceReplay:
         """The one level of a trace replay."""
         return TraceReplay(load_trace(self.trace), self.trace_speedup)
