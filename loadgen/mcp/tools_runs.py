@@ -27,6 +27,7 @@ from .runs import (
     Run,
     RunManager,
 )
+from .confine import allow_api_key_env, allow_target
 from .toolkit import QUICK_S, READ_ONLY, bounded
 
 MAX_WAIT_S = 300.0  # run_status's longest wait
@@ -141,7 +142,8 @@ def _live_counts(progress: LoadProgress) -> dict:
 def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
     """An ended load run's counts, from its results file (absent if it never measured)."""
     path = manager.directory_of(run_id) / RESULTS_FILE
-    levels = read_json(path).get("levels", []) if path.exists() else []
+    levels = (read_json(manager.run_file(run_id, RESULTS_FILE)).get("levels", [])
+              if path.exists() else [])
     request = record.get("request") or {}
     counts = {"levels_done": len(levels),
               "levels_total": len(request.get("concurrency") or request.get("rate") or ())}
@@ -226,9 +228,10 @@ def register(server: MCPServer, manager: RunManager) -> None:
         max_rate: Annotated[float | None, Field(gt=0, description="Closed loop: cap on "
                             "requests/s.")] = None,
         seed: Annotated[int, Field(description="Seed for Poisson arrivals.")] = 0,
-        api_key_env: Annotated[str, Field(description="Name of the server-side environment "
-                               "variable holding the API key (never the key itself).")]
-        = LoadRequest.api_key_env,
+        api_key_env: Annotated[str | None, Field(description="Name of the server-side "
+                               "environment variable holding the API key (never the key "
+                               "itself); only variables the server was started with "
+                               "--allow-env NAME for. Default: no API key.")] = None,
         region: Annotated[str | None, Field(description="sagemaker:// targets: AWS region.")]
         = None,
         inference_component: Annotated[str | None, Field(description="sagemaker:// targets: "
@@ -240,6 +243,8 @@ def register(server: MCPServer, manager: RunManager) -> None:
         """Start measuring load levels against a target, in the background; returns a run_id
         at once. Follow it with run_status, stop it with cancel_run, read it with get_results.
         Each level is measured separately, exactly as `loadgen sweep` does."""
+        allow_target(manager.options, target)
+        api_key_env = allow_api_key_env(manager.options, api_key_env)
         request, notes = LoadRequest(
             target=target, concurrency=tuple(concurrency or ()), rate=tuple(rate or ()),
             arrival=arrival, max_in_flight=max_in_flight, max_rate=max_rate, seed=seed,
@@ -310,14 +315,15 @@ def register(server: MCPServer, manager: RunManager) -> None:
         if record["kind"] == LOAD:
             if RESULTS_FILE not in files:
                 return out  # nothing measured yet
-            data = read_json(directory / RESULTS_FILE)
+            data = read_json(manager.run_file(run_id, RESULTS_FILE))
             levels = data.get("levels", [])
             return out.model_copy(update={
                 "partial": out.partial or bool(data.get("partial")),
                 "simulated": bool(data.get("simulated")), "target": data.get("target") or {},
                 "table": format_table(levels),
                 "levels": [_level_view(level, histograms) for level in levels]})
-        summary = read_json(directory / "summary.json") if "summary.json" in files else None
+        summary = (read_json(manager.run_file(run_id, "summary.json"))
+                   if "summary.json" in files else None)
         simulated = bool(((summary or {}).get("run") or {}).get("simulated"))
         return out.model_copy(update={"summary": summary, "simulated": simulated})
 
