@@ -114,7 +114,7 @@ def _check_text(where: str, value: str, schema: dict) -> str | None:
 def _check_number(where: str, value: float, schema: dict) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{where} must be a finite number (got {value})"
-    if abs(value) > MAX_INT:
+    if isinstance(value, int) and abs(value) > MAX_INT:
         return f"{where} is out of range (at most {MAX_INT})"
     bounds = (("minimum", ">=", operator.ge), ("exclusiveMinimum", ">", operator.gt),
               ("maximum", "<=", operator.le), ("exclusiveMaximum", "<", operator.lt))
