@@ -32,7 +32,8 @@ from loadgen.mcp.server import build_server
 from tests.helpers.aws_env import isolate_aws
 from tests.helpers.mcp_session import call, call_error, poll_until_ended, session
 
-SHADOW = "root:$6$saltsalt$SECRETHASHVALUE0123456789:19000:0:99999:7:::\n"
+SHADOW = ("root:$6$saltsalt$SECRETHASHVALUE0123456789:19000:0:99999:7:::\n"
+          "token: ${SECRETHASH_VARIABLE}\n")
 SCENARIO = """\
 name: small
 hardware: {instance_type: test-box, price_per_hour: 2.0}
@@ -98,7 +99,8 @@ def test_a_file_that_is_not_a_scenario_is_not_quoted_but_a_scenarios_problems_ar
     (dirs / "scenarios" / "bad-yaml.yaml").write_text("key: [unclosed SECRETHASHVALUE\n")
 
     async def body(client):
-        return (await call(client, "validate_scenario", file=str(dirs / "scenarios/shadow")),
+        return (await call(client, "validate_scenario", file=str(dirs / "scenarios/shadow"),
+                           simulate=True),
                 await call(client, "validate_scenario", file=str(dirs / "scenarios/bad-yaml.yaml")),
                 await call_error(client, "run_scenario", file=str(dirs / "scenarios/shadow"),
                                  simulate=True),

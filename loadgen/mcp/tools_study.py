@@ -170,8 +170,9 @@ def register(server: MCPServer, manager: RunManager) -> None:
         """Check a scenario file and list every problem with its line."""
         path = _scenario_file(options, file)
         checked = check_file(path, _params(params), lenient=simulate)
+        quotable = checked.scenario is not None or _is_scenario(path)
         warnings = [f"{w.format(file)} (a simulated run goes on without it)"
-                    for w in checked.warnings]
+                    for w in checked.warnings if quotable]
         warnings += [f"param {name} is not used by {file}"
                      for name in checked.params.unused_given()]
         if checked.problems:
