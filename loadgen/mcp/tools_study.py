@@ -36,7 +36,6 @@ from .confine import (
     allow_target,
     allowed_path,
     readable_file,
-    regular_file,
     results_directory,
 )
 from .options import ServerOptions
@@ -138,7 +137,7 @@ def _results_file(manager: RunManager, ref: str) -> Path:
         return readable_file(manager.options, ref, "results file", RESULTS_MAX_BYTES)
     directory = manager.directory_of(ref)
     if manager.record(ref)["kind"] == LOAD:
-        return regular_file(directory / RESULTS_FILE, "results file", RESULTS_MAX_BYTES)
+        return manager.run_file(ref, RESULTS_FILE)
     phases = sorted(p.name for p in directory.glob("phase-*.json"))
     raise ConfigError(f"run {ref} is a scenario run: name one of its phase files, e.g. "
                       f"{directory / (phases[0] if phases else 'phase-LABEL.json')}")
