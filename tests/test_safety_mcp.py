@@ -120,6 +120,7 @@ def test_a_file_that_is_not_a_scenario_is_not_quoted_but_a_scenarios_problems_ar
 def test_only_regular_files_under_the_size_caps_are_read(dirs):
     allowed = dirs / "scenarios"
     os.mkfifo(allowed / "fifo.yaml")
+    (allowed / "loop.yaml").symlink_to(allowed / "loop.yaml")
     with open(allowed / "huge.yaml", "wb") as handle:  # sparse: no disk used
         handle.truncate(2 * MB)
     with open(allowed / "huge.log", "wb") as handle:
@@ -134,10 +135,11 @@ def test_only_regular_files_under_the_size_caps_are_read(dirs):
                 await call_error(client, "deployment_facts", log_file=str(allowed / "huge.log")),
                 await call_error(client, "compare_runs", a=str(allowed / "huge.json"),
                                  b=str(allowed / "huge.json")),
-                await call_error(client, "get_report", dir=str(allowed))]
+                await call_error(client, "get_report", dir=str(allowed)),
+                await call_error(client, "validate_scenario", file=str(allowed / "loop.yaml"))]
 
     # Even with /dev allowed (a mistake), a device is not read.
-    zero, fifo, scenario, log, results, report = session(
+    zero, fifo, scenario, log, results, report, loop = session(
         server(dirs, allow_read=(allowed, Path("/dev"))), body)
     assert "not a regular file" in one_line_error(zero)
     assert "not a regular file" in one_line_error(fifo)
@@ -145,6 +147,7 @@ def test_only_regular_files_under_the_size_caps_are_read(dirs):
     assert "over this server's limit of 200 MB" in one_line_error(log)
     assert "over this server's limit of 100 MB" in one_line_error(results)
     assert "over this server's limit of 100 MB" in one_line_error(report)
+    assert "loop.yaml: cannot resolve it" in one_line_error(loop)
 
 
 def test_a_run_folder_linked_out_of_the_work_directory_is_not_read(dirs):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from .options import ServerOptions
 
 MB = 1024 * 1024
@@ -29,13 +29,16 @@ LOG_MAX_BYTES = 200 * MB  # a vLLM log, read as a stream
 def allowed_path(options: ServerOptions, text: str, what: str) -> Path:
     """``text`` as an absolute path with symlinks resolved, if that is inside the work
     directory or an ``--allow-read`` directory; ConfigError otherwise."""
-    path = Path(text).expanduser()
     if "\0" in text:
         raise ConfigError(f"{what}: a path may not contain a NUL character")
-    resolved = path.resolve()
+    try:
+        resolved = Path(text).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before 3.13)
+        raise ConfigError(f"{what} {one_line(text, 200)}: cannot resolve it ({exc})") from None
     if not any(resolved.is_relative_to(root) for root in options.readable_roots):
         shown = ", ".join(str(root) for root in options.readable_roots)
-        raise ConfigError(f"{what} {text}: outside the directories this server may read "
+        raise ConfigError(f"{what} {one_line(text, 200)}: outside the directories this "
+                          "server may read "
                           f"({shown}); restart it with --allow-read DIR to allow a directory")
     return resolved
 
