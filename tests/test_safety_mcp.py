@@ -206,15 +206,35 @@ def test_targets_and_aws_endpoints_are_limited_to_what_the_server_allows(dirs, m
         return [await call_error(client, "start_run", target="http://10.1.2.3:8000"),
                 await call_error(client, "start_run", target="http://127.0.0.1:80@evil.example/"),
                 await call_error(client, "deployment_facts", url="http://evil.example/metrics"),
-                await call_error(client, "list_endpoints", endpoint_url="http://evil.example")]
+                await call_error(client, "list_endpoints", endpoint_url="http://evil.example"),
+                await call_error(client, "start_run", target="http://[::1")]
 
     errors = session(limited, body)
     for text in errors[:3]:
         assert "--allow-target" in one_line_error(text), text
     assert "sends them only to its own --aws-endpoint-url" in one_line_error(errors[3])
+    assert "not a valid URL" in one_line_error(errors[4])
     assert target_key("http://127.0.0.1:80@evil.example/v1") == "http://evil.example:80"
     assert target_key("https://[::1]/") == "https://[::1]:443"
     assert target_key("sagemaker://bench-qat") == "sagemaker://bench-qat"
+
+
+def test_a_real_scenario_run_is_held_to_the_same_allowances(dirs, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-server-side-0123456789")
+    good = SCENARIO.replace("requests: -2", "requests: 2")
+    (dirs / "scenarios" / "ok.yaml").write_text(good)
+    (dirs / "scenarios" / "param.yaml").write_text(good.replace('"http://127.0.0.1:9"',
+                                                                 '"${URL}"'))
+
+    async def body(client):
+        return (await call_error(client, "run_scenario", file=str(dirs / "scenarios/param.yaml"),
+                                 params=["URL=http://evil.example:80"]),
+                await call_error(client, "run_scenario", file=str(dirs / "scenarios/ok.yaml")))
+
+    target, key = session(server(dirs, allow_target=("http://127.0.0.1:*",)), body)
+    assert "phase a's target http://evil.example:80" in one_line_error(target)
+    assert "--allow-target" in target
+    assert "--allow-env OPENAI_API_KEY" in one_line_error(key)
 
 
 def test_a_deploy_copies_no_server_variable_the_client_picks(dirs, monkeypatch):

@@ -114,13 +114,13 @@ def target_key(target: str) -> str:
     """What ``--allow-target`` patterns match: ``SCHEME://HOST:PORT`` of a URL (user info,
     path and query dropped, so ``http://127.0.0.1:80@elsewhere/`` is ``elsewhere``'s),
     else the target as given (``sagemaker://NAME``, ``simulator``)."""
-    parts = urlsplit(target.strip())
-    if parts.scheme not in ("http", "https"):
-        return target.strip()
     try:
+        parts = urlsplit(target.strip())
+        if parts.scheme not in ("http", "https"):
+            return target.strip()
         port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise ConfigError(f"target {target}: not a valid port") from None
+    except ValueError as exc:  # "Invalid IPv6 URL", a port out of range
+        raise ConfigError(f"{one_line(target, 200)}: not a valid URL ({exc})") from None
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
     return f"{parts.scheme}://{host}:{port}"
@@ -153,3 +153,22 @@ def allow_aws_endpoint(options: ServerOptions, endpoint_url: str | None) -> str 
                           "credentials and sends them only to its own --aws-endpoint-url or "
                           "to an endpoint matching an --allow-target pattern")
     return endpoint_url
+
+
+TARGET_ARGUMENTS = ("target", "url")  # where a tool sends requests
+
+
+def check_allowances(options: ServerOptions, arguments: dict) -> None:
+    """The allowances, by argument name, for every tool whatever its parameters (so a
+    tool that gains a ``target`` or an ``api_key_env`` is held to them without a word):
+    targets and URLs match ``--allow-target``, an ``endpoint_url`` is the server's own or
+    allowed, an ``api_key_env`` is allowed with ``--allow-env``."""
+    for name, value in arguments.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if name in TARGET_ARGUMENTS:
+            allow_target(options, value, name)
+        elif name == "endpoint_url":
+            allow_aws_endpoint(options, value)
+        elif name == "api_key_env":
+            allow_api_key_env(options, value)

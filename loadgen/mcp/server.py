@@ -19,7 +19,7 @@ from ..errors import LoadgenError, one_line
 from ..report.files import read_json, report_directory
 from . import tools_aws, tools_runs, tools_study
 from .arguments import check_arguments
-from .confine import results_directory
+from .confine import check_allowances, results_directory
 from .http import serve_http
 from .options import ServerOptions, check_http_access
 from .redact import scrub, secret_values
@@ -46,10 +46,11 @@ async def _scrub_secrets(ctx: Any, call_next: Any) -> Any:
     return scrub(result, secrets)
 
 
-def _argument_checks(server: MCPServer) -> Any:
+def _argument_checks(server: MCPServer, options: ServerOptions) -> Any:
     """Middleware: every ``tools/call``'s arguments checked against the tool's input
-    schema (:func:`.arguments.check_arguments`) before the SDK sees them; a problem is a
-    one-line tool error. Any other tool error that spans lines is folded into one."""
+    schema (:func:`.arguments.check_arguments`) and the server's allowances
+    (:func:`.confine.check_allowances`) before the SDK sees them; a problem is a one-line
+    tool error. Any other tool error that spans lines is folded into one."""
     schemas: dict[str, dict] = {}
 
     async def check(ctx: Any, call_next: Any) -> Any:
@@ -61,6 +62,11 @@ def _argument_checks(server: MCPServer) -> Any:
         name = params.get("name")
         problem = (check_arguments(name, schemas[name], params.get("arguments") or {})
                    if name in schemas else None)
+        try:
+            if not problem:
+                check_allowances(options, params.get("arguments") or {})
+        except LoadgenError as exc:
+            problem = f"{name}: {exc}"
         if problem:
             return _tool_error(problem)
         result = await call_next(ctx)
@@ -118,7 +124,7 @@ def build_server(options: ServerOptions) -> MCPServer:
 
     server = MCPServer("loadgen", version=__version__, instructions=INSTRUCTIONS,
                        lifespan=lifespan, middleware=[_scrub_secrets], log_level="WARNING")
-    server.middleware.append(_argument_checks(server))  # inside the scrubbing
+    server.middleware.append(_argument_checks(server, options))  # inside the scrubbing
     tools_runs.register(server, manager)
     tools_study.register(server, manager)
     tools_aws.register(server, options)

@@ -34,8 +34,6 @@ from ..vllm.server_metrics import fetch_server_facts
 from .arguments import PATH_CHARS
 from .confine import (
     LOG_MAX_BYTES,
-    allow_aws_endpoint,
-    allow_target,
     capped_lines,
     readable_file,
 )
@@ -133,7 +131,7 @@ def register(server: MCPServer, options: ServerOptions) -> None:
 
     def where_of(region: str | None, endpoint_url: str | None) -> dict:
         return {"region": region or options.region,
-                "endpoint_url": allow_aws_endpoint(options, endpoint_url)}
+                "endpoint_url": endpoint_url or options.aws_endpoint_url}
 
     def record_path(name: str) -> Path:
         return options.deployments_dir / f"{name}.deployment.json"
@@ -298,7 +296,7 @@ def register(server: MCPServer, options: ServerOptions) -> None:
             found = await asyncio.to_thread(endpoint_facts_now, value,
                                             **where_of(region, endpoint_url))
         else:
-            found = ServerFacts(**await fetch_server_facts(allow_target(options, value, "url")))
+            found = ServerFacts(**await fetch_server_facts(value))
         return Facts(source=f"{source} {value}", found=not found.is_empty(),
                      facts=found.to_dict(), table=format_facts_table(found))
 

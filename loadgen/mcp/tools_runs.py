@@ -27,7 +27,6 @@ from .runs import (
     Run,
     RunManager,
 )
-from .confine import allow_api_key_env, allow_target
 from .toolkit import QUICK_S, READ_ONLY, bounded
 
 MAX_WAIT_S = 300.0  # run_status's longest wait
@@ -243,14 +242,12 @@ def register(server: MCPServer, manager: RunManager) -> None:
         """Start measuring load levels against a target, in the background; returns a run_id
         at once. Follow it with run_status, stop it with cancel_run, read it with get_results.
         Each level is measured separately, exactly as `loadgen sweep` does."""
-        allow_target(manager.options, target)
-        api_key_env = allow_api_key_env(manager.options, api_key_env)
         request, notes = LoadRequest(
             target=target, concurrency=tuple(concurrency or ()), rate=tuple(rate or ()),
             arrival=arrival, max_in_flight=max_in_flight, max_rate=max_rate, seed=seed,
             requests=requests, duration_s=duration_s, warmup=warmup, input_tokens=input_tokens,
             output_tokens=output_tokens, api=api, model=model, stream=stream,
-            ignore_eos=ignore_eos, api_key_env=api_key_env, region=region,
+            ignore_eos=ignore_eos, api_key_env=api_key_env or "", region=region,
             inference_component=inference_component, payload_format=payload_format,
         ).checked(manager.options)
 
