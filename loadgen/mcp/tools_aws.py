@@ -32,11 +32,7 @@ from ..vllm.facts import ServerFacts, parse_startup_log
 from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
 from .arguments import PATH_CHARS
-from .confine import (
-    LOG_MAX_BYTES,
-    capped_lines,
-    readable_file,
-)
+from .confine import LOG_MAX_BYTES, capped_lines, readable_file
 from .options import ServerOptions
 from .toolkit import AWS_S, CLOUD_CHANGE, READ_ONLY, bounded, refuse_without_deploy
 

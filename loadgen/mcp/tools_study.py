@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
@@ -21,8 +20,8 @@ from ..report.compare import compare_runs as compare_results
 from ..report.compare import format_comparison
 from ..report.files import read_results, report_directory
 from ..scenario import RunOptions, check_file
-from ..scenario.loader import Checked
 from ..scenario import run_scenario as run_scenario_phases
+from ..scenario.loader import Checked
 from ..scenario.params import parse_param_options
 from ..scenario.phase import COMPLETE
 from ..scenario.runner import SKIPPED
