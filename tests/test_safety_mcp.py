@@ -383,3 +383,10 @@ def test_the_argument_check_on_values_a_client_can_send_as_raw_json():
     assert check(requests=True) == "t: requests must be an integer (got True)"
     assert check(requests=5.0) is None and check(rate=None) is None
     assert check(file="a\0b") == "t: file contains a NUL character"
+    nested = {"$defs": {"Slo": {"type": "object", "properties": {
+        "metric": {"type": "string", "maxLength": 20}, "ms": {"type": "number"}}}},
+        "properties": {"slo": {"anyOf": [{"$ref": "#/$defs/Slo"}, {"type": "null"}]}}}
+    assert check_arguments("t", nested, {"slo": {"metric": "ttft", "pct": 99}}) == \
+        "t: slo: unknown argument pct; it takes: metric, ms"
+    assert check_arguments("t", nested, {"slo": {"ms": float("inf")}}) == \
+        "t: slo: ms must be a finite number (got inf)"

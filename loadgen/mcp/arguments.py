@@ -32,6 +32,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def check_arguments(tool: str, schema: dict, arguments: dict) -> str | None:
     """The one-line problem with ``arguments`` of ``tool``, or None when they are fine."""
+    schema = _inline(schema, schema.get("$defs") or {})
     properties: dict = schema.get("properties") or {}
     unknown = [name for name in arguments if name not in properties]
     if unknown:
@@ -47,6 +48,20 @@ def check_arguments(tool: str, schema: dict, arguments: dict) -> str | None:
         if problem:
             return f"{tool}: {problem}"
     return None
+
+
+def _inline(schema: Any, defs: dict, depth: int = 0) -> Any:
+    """``schema`` with each ``{"$ref": "#/$defs/NAME"}`` replaced by its definition (a
+    parameter that is a model); a self-referencing model is cut off after a few levels."""
+    if isinstance(schema, list):
+        return [_inline(item, defs, depth) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = defs.get(ref.rsplit("/", 1)[-1], {})
+        return _inline(target, defs, depth + 1) if depth < 8 else {}
+    return {key: _inline(value, defs, depth) for key, value in schema.items() if key != "$defs"}
 
 
 def _branches(schema: dict) -> list[dict]:
@@ -141,6 +156,8 @@ def _check_list(where: str, value: list, schema: dict) -> str | None:
 def _check_map(where: str, value: dict, schema: dict) -> str | None:
     if len(value) > MAX_ITEMS:
         return f"{where} has {len(value)} entries; the limit is {MAX_ITEMS}"
+    if "properties" in schema:  # a model: its fields, as for the tool's own arguments
+        return check_arguments(where, schema, value)
     values = schema.get("additionalProperties")
     values = values if isinstance(values, dict) else {}
     for key, item in value.items():
