@@ -297,7 +297,7 @@ def test_a_server_on_another_loopback_address_refuses_a_rebound_host(tmp_path):
                               f"127.0.0.2:{port}", "--workdir", str(tmp_path / "w")],
                              stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):  # until it listens: 10 s at most
+        for _ in range(300):  # until it listens: 30 s at most (a loaded machine)
             try:
                 socket.create_connection(("127.0.0.2", port), timeout=1).close()
                 break
@@ -307,7 +307,7 @@ def test_a_server_on_another_loopback_address_refuses_a_rebound_host(tmp_path):
                                          headers={"Host": f"rebound.example:{port}",
                                                   "Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(request, timeout=10)
+            urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 421
     finally:
         child.terminate()
