@@ -16,7 +16,7 @@ import re
 import shlex
 import socket
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..config import RequestOptions
 from ..errors import ConfigError
@@ -57,7 +57,7 @@ class ServerSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "env", dict(self.env))
-        for problem in spec_problems(self):
+        for problem in spec_problems(self.__dict__):
             raise ConfigError(problem)
 
     @property
@@ -91,29 +91,34 @@ class ServerSpec:
         return f"http://{address}:{self.port}"
 
 
-def spec_problems(spec: ServerSpec) -> list[str]:
-    """Every reason ``spec`` cannot be started (the scenario checker reports them with lines)."""
+def spec_problems(values: Mapping[str, Any]) -> list[str]:
+    """Every reason a :class:`ServerSpec` with these field values (defaults for the rest)
+    cannot be started; the scenario checker reports each at its line."""
+    given = {f.name: f.default if f.default is not dataclasses.MISSING else None
+             for f in dataclasses.fields(ServerSpec)}
+    given.update({"env": {}, **values})
+    command, model, port, host = given["command"], given["model"], given["port"], given["host"]
     problems = []
-    if not spec.command or not all(isinstance(a, str) for a in spec.command):
+    if not command or not all(isinstance(a, str) for a in command):
         problems.append("the server command is empty: give it as a list, e.g. "
                         "[vllm, serve, '{model}', --port, '{port}']")
-    elif not spec.command[0].strip():
+    elif not command[0].strip():
         problems.append("the server command's first item (the program) is empty")
-    if spec.command and spec.model is None and any("{model}" in a for a in spec.command):
+    elif model is None and any("{model}" in a for a in command):
         problems.append("the server command uses {model} but no model is given")
-    if not (0 <= spec.port < 65536):
-        problems.append(f"the port must be 1-65535 (0: a free one), got {spec.port}")
-    if spec.host is not None:
-        if not _SSH_HOST.match(spec.host):
-            problems.append(f"host must look like user@vm or vm, got {spec.host!r}")
-        if spec.port == 0:
+    if not (isinstance(port, int) and 0 <= port < 65536):
+        problems.append(f"the port must be 1-65535 (0: a free one), got {port!r}")
+    if host is not None:
+        if not _SSH_HOST.match(host):
+            problems.append(f"host must look like user@vm or vm, got {host!r}")
+        elif port == 0:
             problems.append("a remote host needs a port: give one (0 picks a free port on "
                             "this machine only)")
-    for name, value in (("ready timeout", spec.ready_timeout_s),
-                        ("stop grace", spec.stop_grace_s)):
-        if not (value > 0 and value < float("inf")):
+    for name, key in (("ready timeout", "ready_timeout_s"), ("stop grace", "stop_grace_s")):
+        value = given[key]
+        if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
             problems.append(f"the {name} must be a positive number of seconds, got {value!r}")
-    for name in spec.env:
+    for name in given["env"]:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             problems.append(f"environment variable name {name!r} is not a valid name")
     return problems
