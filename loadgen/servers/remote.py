@@ -64,7 +64,7 @@ def launch(host: str, remote_dir: str, argv: Sequence[str], env: Mapping[str, st
     where = shlex.quote(remote_dir)
     script = (
         "command -v setsid >/dev/null || { echo 'setsid not found on the host' >&2; exit 3; }; "
-        f"mkdir -p {where} && cd {where} && rm -f server.pid && : > server.log && "
+        f"mkdir -p {where} && cd {where} || exit 3; rm -f server.pid; : > server.log; "
         # $$ of the inner sh is the new session's leader; exec keeps that pid for the server.
         "nohup setsid sh -c 'echo $$ > server.pid; exec \"$@\"' sh "
         f"{command} >> server.log 2>&1 < /dev/null & "
