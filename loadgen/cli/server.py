@@ -61,7 +61,7 @@ def parse_env(items: tuple[str, ...]) -> dict[str, str]:
 @DIR_OPTION
 @click.option("--model", help="The model /v1/models must list before the server counts as "
                               "ready; also fills {model} in the command.")
-@click.option("--port", type=int, default=DEFAULT_PORT, help="Fills {port} in the command; "
+@click.option("--port", type=int, default=DEFAULT_PORT, metavar="PORT", help="Fills {port} in the command; "
               "0 picks a free port (this machine only).")
 @click.option("--host", metavar="USER@VM", help="Start it on this host over ssh (batch mode: "
               "keys from your agent or ~/.ssh/config).")
@@ -143,7 +143,7 @@ def status(run_dir: Path, as_json: bool) -> None:
 
 @server.command(cls=cloup.Command)
 @DIR_OPTION
-@click.option("--lines", type=click.IntRange(1, MAX_LOG_LINES), default=50,
+@click.option("--lines", type=click.IntRange(1, MAX_LOG_LINES), default=50, metavar="LINES",
               help="How many of the log's last lines.")
 @one_line_errors
 def logs(run_dir: Path, lines: int) -> None:
