@@ -152,10 +152,9 @@ def register(server: MCPServer, options: ServerOptions) -> None:
         (/health 200, the model listed); it keeps running until stop_server. The target
         for start_run is its url. Needs --allow-deploy and an allowed command."""
         refuse_servers(options, "start_server")
-        argv = tuple(command)
-        check_allowed(options, argv, host)
-        spec = ServerSpec(argv, model=model, port=port, host=host, env=env or {},
+        spec = ServerSpec(tuple(command), model=model, port=port, host=host, env=env or {},
                           ready_timeout_s=ready_timeout_s, stop_grace_s=stop_grace_s)
+        check_allowed(options, tuple(spec.argv()), host)  # as it would run, {model} filled
         cancel = threading.Event()
         try:
             managed = await asyncio.to_thread(start_managed_server, spec, run_dir(name),

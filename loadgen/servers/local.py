@@ -56,7 +56,8 @@ def is_alive(pid: int, ticks: int | None) -> bool:
         stat = _stat(pid)
         if stat is None or stat[0] in ("Z", "X"):
             return False
-        return ticks is None or int(stat[19]) == ticks
+        # No start time recorded: the process could not be identified, so it is not ours.
+        return ticks is not None and int(stat[19]) == ticks
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

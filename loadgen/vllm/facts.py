@@ -105,8 +105,10 @@ _LOG_PATTERNS = (
      ("cuda_graph_s", "cuda_graph_gib"), (_num, _num)),
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
      ("engine_init_s",), (_num,)),
-    # "vLLM API server version 0.10.2"; 0.12+ also prints a logo whose line ends "version 0.32.0"
-    (re.compile(r"(?:^|\s)version v?(\d+\.\d+[\w.+-]*)\s*$"), ("vllm_version",), (str,)),
+    # "vLLM API server version 0.10.2"; newer ones also print a logo, one of whose lines ends
+    # "█  version 0.32.0" (other libraries' versions in the log never follow "vLLM" or the logo)
+    (re.compile(r"(?:vLLM(?: API server)? version|[█▀▄]\s+version) v?(\d+\.\d+[\w.+-]*)"),
+     ("vllm_version",), (str,)),
     (re.compile(r"LLM engine \(v(\d+\.\d+[\w.+-]*)\) with config"), ("vllm_version",), (str,)),
     # The engine's config line: "model='google/gemma-3n-E2B-it', ..., dtype=torch.bfloat16,
     # max_seq_len=4096, ..., quantization=compressed-tensors, ..."
