@@ -341,7 +341,7 @@ request: {input_tokens: 16}
 measurements:
   single_stream: {requests: 2, output_tokens: 6, warmup: 0}
   fixed_length: {enabled: false}
-  sweep: {concurrency: [2], requests: 2, output_tokens: 6}
+  sweep: {enabled: false}
   fidelity: {enabled: false}
 phases:
   - label: a1
@@ -381,7 +381,7 @@ def test_scenario_with_server_phases_runs_a_b_a(tmp_path):
     assert (a1["server_reused"], b["server_reused"], a2["server_reused"]) == (False, False, True)
     assert a2["server_url"] == a1["server_url"] != b["server_url"]
     assert b["server_stop"]["signal"] == "SIGTERM"
-    assert phases["a2"]["levels"][0]["requests"]["completed"] == 2
+    assert phases["a2"]["measurements"]["single_stream"]["requests"]["completed"] == 2
     for label in ("a1", "b"):  # every server is stopped when the run ends
         state = load_state(tmp_path / "out" / "servers" / label)
         assert state.status == STOPPED and not is_alive(state.pid, state.start_ticks)
