@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
@@ -118,16 +117,12 @@ class RunConfig:
         What cannot be split across processes yet is a one-line error."""
         workload = self.workload
         unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (workload.profile, "--profile"),
-                        (workload.save_requests or workload.hdr_log,
-                         "--save-requests/--hdr-log")]
+                        (workload.profile, "--profile")]
         given = [flag for bad, flag in unsplittable if bad]
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
-        if prompts.salt is None:
-            prompts = dataclasses.replace(prompts, salt=secrets.token_hex(3) + "-")
-        return dataclasses.replace(self, prompts=prompts)
+        return dataclasses.replace(self, prompts=prompts.salted())
 
     def worker_count(self, cores: int | None = None) -> int:
         """How many workers generate the load (``auto`` resolved against ``cores``)."""
