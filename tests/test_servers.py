@@ -212,9 +212,23 @@ def test_a_crash_during_start_is_one_line_with_the_log_tail(tmp_path):
     assert (state.status, state.exit_code) == (EXITED, 4)
 
 
+# A server that is up at once but never lists the wanted model (starts in ~50 ms, unlike
+# mock-server, so the reason in the timeout's message does not depend on the machine's load).
+WRONG_MODEL = """
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "other-model"}]}).encode()
+        self.send_response(200); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+print("serving", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
 @pytest.mark.integration
 def test_ready_timeout_stops_the_server(tmp_path):
-    spec = mock_spec(command=MOCK[:7] + ("other-model",), ready_timeout_s=1.5)
+    spec = mock_spec(command=(PY, "-c", WRONG_MODEL, "{port}"), ready_timeout_s=1.5)
     with pytest.raises(ServerStartError, match=r"not ready within 1.5 s \(/v1/models lists "
                                                r"other-model, not tiny\); it was stopped"):
         start_server(spec, tmp_path / "srv")
