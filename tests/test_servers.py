@@ -187,6 +187,16 @@ def test_start_ready_log_and_stop(tmp_path):
         health(server.url)
 
 
+def test_a_log_that_is_a_link_is_never_written_through(tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv" / "server.log").symlink_to(victim)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        start_server(mock_spec(), tmp_path / "srv")
+    assert victim.read_text() == "keep me"
+
+
 @pytest.mark.integration
 def test_a_server_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     stubborn = (PY, "-c", "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from subprocess import Popen
 
-from ..errors import LoadgenError, RunStopped, TargetError, one_line
+from ..errors import ConfigError, LoadgenError, RunStopped, TargetError, one_line
 from ..record import now_iso
 from ..vllm.facts import facts_from_log_file
 from . import local, remote
@@ -246,6 +246,9 @@ def start_server(spec: ServerSpec, run_dir: Path, *,
     spec = spec.with_free_port()
     argv = spec.argv()
     log = log_path(run_dir)
+    if log.is_symlink() or (log.exists() and not log.is_file()):
+        raise ConfigError(f"{log} is not a regular file (a link or a device?); loadgen will "
+                          "not write through it: remove it or choose another directory")
     log.write_bytes(b"")  # one log per start
     state = ServerState(status=STARTING, command=public_command(argv), url=spec.url(),
                         port=spec.port, host=spec.host, model=spec.model,
