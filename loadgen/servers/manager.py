@@ -62,9 +62,11 @@ class ServerStartError(TargetError):
 class ManagedServer:
     """A server loadgen started (or found again from its state file)."""
 
-    def __init__(self, run_dir: Path, state: ServerState, popen: Popen | None = None) -> None:
+    def __init__(self, run_dir: Path, state: ServerState, popen: Popen | None = None,
+                 stop_grace_s: float = DEFAULT_STOP_GRACE_S) -> None:
         self.run_dir = Path(run_dir)
         self.state = state
+        self.stop_grace_s = stop_grace_s  # what stop() and leaving a ``with`` block use
         self._popen = popen  # set when this process launched it (locally)
         self._remote_alive: tuple[float, bool] | None = None  # (when asked, answer)
 
@@ -116,9 +118,10 @@ class ManagedServer:
 
     # ---------------------------------------------------------------- stop
 
-    def stop(self, grace_s: float = DEFAULT_STOP_GRACE_S) -> ServerState:
-        """SIGTERM to the server's process group; SIGKILL after ``grace_s`` seconds.
-        Safe to call again, and on a server that already exited."""
+    def stop(self, grace_s: float | None = None) -> ServerState:
+        """SIGTERM to the server's process group; SIGKILL after ``grace_s`` seconds (default:
+        the spec's ``stop_grace_s``). Safe to call again, and on a server that already exited."""
+        grace_s = self.stop_grace_s if grace_s is None else grace_s
         began = time.monotonic()
         if self.state.host is not None and self.state.pid is not None:
             outcome = remote.stop(self.state.host, self.state.pid, grace_s)
@@ -263,7 +266,7 @@ def start_server(spec: ServerSpec, run_dir: Path, *,
         state = state.replace(remote_dir=remote_dir,
                               pid=remote.launch(spec.host, remote_dir, argv, spec.env))
     save_state(run_dir, state)
-    server = ManagedServer(run_dir, state, popen)
+    server = ManagedServer(run_dir, state, popen, spec.stop_grace_s)
     try:
         ready_s = server._wait_ready(spec, started, cancel)
         server._copy_log()
