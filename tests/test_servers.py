@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -27,7 +26,13 @@ from loadgen.mcp.options import ServerOptions
 from loadgen.mcp.tools_servers import mask_log_line
 from loadgen.scenario.loader import check_text
 from loadgen.scenario.params import Params
-from loadgen.servers import ServerSpec, ServerStartError, find_server, public_command, start_server
+from loadgen.servers import (
+    ServerSpec,
+    ServerStartError,
+    find_server,
+    public_command,
+    start_server,
+)
 from loadgen.servers.local import is_alive
 from loadgen.servers.remote import SshError
 from loadgen.servers.state import EXITED, FAILED, READY, STOPPED, load_state
@@ -199,9 +204,9 @@ def test_a_log_that_is_a_link_is_never_written_through(tmp_path):
 
 @pytest.mark.integration
 def test_a_server_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
-    stubborn = (PY, "-c", "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "from loadgen.cli.main import cli; cli(sys.argv[1:], prog_name='loadgen')",
-                *MOCK[3:])
+    code = ("import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "from loadgen.cli.main import cli; cli(sys.argv[1:], prog_name='loadgen')")
+    stubborn = (PY, "-c", code, *MOCK[3:])
     server = start_server(mock_spec(command=stubborn), tmp_path / "srv")
     state = server.stop(grace_s=0.5)
     assert state.status == STOPPED and state.stop["signal"] == "SIGKILL"
@@ -210,8 +215,8 @@ def test_a_server_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
 
 @pytest.mark.integration
 def test_a_crash_during_start_is_one_line_with_the_log_tail(tmp_path):
-    crash = (PY, "-c", "import sys; print('loading...'); print('RuntimeError: no GPU', flush=True); "
-             "sys.exit(4)")
+    code = "import sys; print('loading...'); print('RuntimeError: no GPU', flush=True); sys.exit(4)"
+    crash = (PY, "-c", code)
     with pytest.raises(ServerStartError) as caught:
         start_server(mock_spec(command=crash), tmp_path / "srv")
     message = str(caught.value)
@@ -327,7 +332,7 @@ def free_port() -> int:
 def test_remote_server_over_ssh_starts_tails_and_stops(tmp_path, fake_ssh):
     home, calls = fake_ssh
     run_dir = tmp_path / "srv"
-    server = start_server(mock_spec(host="tester@127.0.0.1", port=free_port()), run_dir)
+    start_server(mock_spec(host="tester@127.0.0.1", port=free_port()), run_dir)
     try:
         state = load_state(run_dir)
         assert state.status == READY and state.host == "tester@127.0.0.1"

@@ -32,7 +32,9 @@ from ..servers import (
     ServerSpec,
     find_server,
 )
-from ..servers import start_server as start_managed_server  # the tool has the plain name
+from ..servers import (
+    start_server as start_managed_server,  # the tool has the plain name
+)
 from .options import ServerOptions
 from .toolkit import QUICK_S, bounded
 

@@ -61,7 +61,7 @@ class ServerPool:
     async def stop_all(self, log: Log) -> None:
         while self.kept:
             checkpoint, (spec, server) = self.kept.popitem()
-            await _stop(server, spec, lambda message: log(f"[{checkpoint}] {message}"))
+            await _stop(server, spec, lambda message, name=checkpoint: log(f"[{name}] {message}"))
 
 
 async def _stop(server: ManagedServer, spec: ServerSpec, log: Log) -> None:

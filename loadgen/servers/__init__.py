@@ -17,7 +17,13 @@ shares), :mod:`.manager` (start, readiness, stop), :mod:`.state` (the state file
 or over ``ssh`` on ``--host``). No click here: the command is :mod:`loadgen.cli.server`.
 """
 
-from .manager import ManagedServer, ServerStartError, find_server, start_server, tail_file
+from .manager import (
+    ManagedServer,
+    ServerStartError,
+    find_server,
+    start_server,
+    tail_file,
+)
 from .spec import (
     DEFAULT_PORT,
     DEFAULT_READY_TIMEOUT_S,
