@@ -107,9 +107,13 @@ class ManagedServer:
         return tail_file(self.log_file, lines)
 
     def _copy_log(self) -> None:
-        """A remote log into the run directory (where facts are read from)."""
+        """A remote log into the run directory (where facts are read from). A copy that
+        fails (ssh dropped) leaves the last copy: the log is news, not the outcome."""
         if self.state.host is not None and self.state.remote_dir:
-            remote.copy_log(self.state.host, self.state.remote_dir, self.log_file)
+            try:
+                remote.copy_log(self.state.host, self.state.remote_dir, self.log_file)
+            except TargetError:
+                pass
 
     def _save(self, **changes: object) -> ServerState:
         self.state = self.state.replace(**changes)
@@ -185,10 +189,7 @@ class ManagedServer:
                 time.sleep(POLL_S)
 
     def _failure(self, status: str, message: str, code: int | None = None) -> ServerStartError:
-        try:
-            self._copy_log()
-        except TargetError:
-            pass  # the failure itself is the news; its log may be unreachable too
+        self._copy_log()
         tail = [line for line in tail_file(self.log_file, TAIL_LINES) if line.strip()]
         last = f"; its log ({self.log_file}) ends: {one_line(tail[-1], 200)}" if tail else \
             f"; its log ({self.log_file}) is empty"
