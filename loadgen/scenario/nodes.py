@@ -15,6 +15,8 @@ from typing import Any, Callable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ..bounds import text_problem
+
 INVALID = object()  # "this value had a problem; it was reported"
 Check = Callable[[Any], "str | None"]  # a further check on a well-typed value
 
@@ -92,6 +94,9 @@ class Scalar:
             return INVALID
         if self.kind == "number":
             value = float(value)
+        if self.kind == "text" and (message := text_problem(value)):  # a 10 MB path
+            ctx.problem(node, f"{where} {message}")
+            return INVALID
         if self.check is not None and (message := self.check(value)):
             ctx.problem(node, f"{where} {message}")
             return INVALID
@@ -162,6 +167,9 @@ class Command:
                 ctx.problem(node, f"{where} must be a command: a list such as [vllm, serve, "
                                   f"'{{model}}'] or a text, got {_describe(value, node)}")
                 return INVALID
+            if message := text_problem(value):
+                ctx.problem(node, f"{where} {message}")
+                return INVALID
             try:
                 return tuple(shlex.split(value))
             except ValueError as exc:
@@ -177,6 +185,9 @@ class Command:
                     or not isinstance(value, (str, int, float)):
                 ctx.problem(item, f"each argument of {where} must be a single text or number, "
                                   f"got {_describe(None if value is INVALID else value, item)}")
+                return INVALID
+            if message := text_problem(str(value)):
+                ctx.problem(item, f"an argument of {where} {message}")
                 return INVALID
             items.append(item.value if isinstance(value, (int, float)) else value)
         return tuple(items)

@@ -104,6 +104,8 @@ def spec_problems(values: Mapping[str, Any]) -> list[str]:
                         "[vllm, serve, '{model}', --port, '{port}']")
     elif not command[0].strip():
         problems.append("the server command's first item (the program) is empty")
+    elif any("\x00" in a for a in command):
+        problems.append("an argument of the server command contains a NUL character")
     elif model is None and any("{model}" in a for a in command):
         problems.append("the server command uses {model} but no model is given")
     if not (isinstance(port, int) and 0 <= port < 65536):
