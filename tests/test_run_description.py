@@ -14,7 +14,7 @@ from loadgen.cli.main import cli, run_config_from
 from loadgen.errors import ConfigError
 from loadgen.mcp.loadrun import OUTPUT_FILES, LoadRequest
 from loadgen.mcp.options import ServerOptions
-from loadgen.mcp.start_args import run_arguments
+from loadgen.mcp.start_args import MCP_DEFAULTS, run_arguments
 from loadgen.option import OptionField
 from loadgen.runconfig import RunConfig, build_run, run_options
 from loadgen.scenario.phase import Endpoint, run_values
@@ -135,7 +135,9 @@ def test_every_option_reaches_every_front_door_with_the_same_default(field):
     # MCP start_run: an argument by the same name, with the same default
     arguments = {p.name: p for p in run_arguments()}
     default = field.public_default()
-    if field.key != "target":
+    if field.key in MCP_DEFAULTS:  # a documented safety default of the MCP server
+        assert arguments[field.key].default == MCP_DEFAULTS[field.key][0]
+    elif field.key != "target":
         assert arguments[field.key].default == (default if default != [] else None)
     # Scenario: a key of request: (or the target), else a documented reason
     if field.part == "target":
@@ -152,7 +154,8 @@ def test_every_option_reaches_every_front_door_with_the_same_default(field):
 def test_defaults_are_the_same_through_every_door():
     nothing = build_run({"target": HTTP, "requests": 20})
     assert via_api({"target": HTTP, "requests": 20}) == nothing
-    assert via_mcp({"target": HTTP}) == nothing  # MCP's default count: 20 per level
+    # MCP's default count: 20 per level; its key: none unless named (MCP_DEFAULTS)
+    assert via_mcp({"target": HTTP, "api_key_env": "OPENAI_API_KEY"}) == nothing
     assert dataclasses.replace(via_cli({"target": HTTP, "requests": 20}),
                                loads=nothing.loads) == nothing  # sweep's own levels: 1,4,16
     assert via_scenario({"target": HTTP, "requests": 20}) == nothing

@@ -45,6 +45,7 @@ class LoadRequest:
     def to_dict(self) -> dict:
         """The load as it will run: every run option, given or default."""
         out = {f.key: f.public_default() for f in run_options()}
+        out["api_key_env"] = ""  # MCP's own default: no key unless named (start_args.py)
         out.update(self.values)
         return {key: list(v) if isinstance(v, tuple) else v for key, v in out.items()}
 
@@ -57,6 +58,7 @@ class LoadRequest:
         much concurrency, levels longer than the run limit, bad values or combinations)."""
         notes: list[str] = []
         values = {k: v for k, v in self.values.items() if v is not None}
+        values.setdefault("api_key_env", "")  # no key unless named (and allowed at start)
         if not str(values.get("target", "")).strip():
             raise ConfigError("give a target: an http(s):// URL, sagemaker://ENDPOINT, or "
                               f"{SIMULATOR!r} for the built-in simulator")

@@ -19,6 +19,14 @@ from ..option import OptionField
 from ..runconfig import SIMULATOR, run_options
 from .loadrun import OUTPUT_FILES
 
+# Where start_run's default differs from the other front doors', and why.
+MCP_DEFAULTS = {
+    # The client is not trusted: no variable of the server's is read unless named, and
+    # only one allowed with --allow-env (loadgen.mcp.confine).
+    "api_key_env": ("", " Default: no API key; only variables the server was started with "
+                        "--allow-env NAME for."),
+}
+
 _TARGET_HELP = ("Where to send load: an http(s)://host:port vLLM/OpenAI-compatible server, "
                 f"sagemaker://ENDPOINT, or '{SIMULATOR}' for loadgen's built-in vLLM "
                 "simulator.")
@@ -52,6 +60,8 @@ def _description(field: OptionField) -> str:
         text += f" Default: {field.spec.none_means}."
     if field.key in OUTPUT_FILES:
         text += " A plain file name: written in the run's directory."
+    if field.key in MCP_DEFAULTS:
+        text += MCP_DEFAULTS[field.key][1]
     return text + f" (CLI: {field.flag})"
 
 
@@ -69,7 +79,7 @@ def argument(field: OptionField) -> inspect.Parameter:
         annotation = Annotated[value_type, Field(**constraints)] if constraints else value_type
         if field.default is None:
             annotation = Optional[annotation]
-        default = field.default
+        default = MCP_DEFAULTS.get(field.key, (field.default,))[0]
     return inspect.Parameter(field.key, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[annotation,
                                                   Field(description=_description(field))])

@@ -142,7 +142,8 @@ def _live_counts(progress: LoadProgress) -> dict:
 def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
     """An ended load run's counts, from its results file (absent if it never measured)."""
     path = manager.directory_of(run_id) / RESULTS_FILE
-    levels = read_json(path).get("levels", []) if path.exists() else []
+    levels = (read_json(manager.run_file(run_id, RESULTS_FILE)).get("levels", [])
+              if path.exists() else [])
     request = record.get("request") or {}
     counts = {"levels_done": len(levels),
               "levels_total": record.get("levels_total") or len(levels)}
@@ -260,14 +261,15 @@ def register(server: MCPServer, manager: RunManager) -> None:
         if record["kind"] == LOAD:
             if RESULTS_FILE not in files:
                 return out  # nothing measured yet
-            data = read_json(directory / RESULTS_FILE)
+            data = read_json(manager.run_file(run_id, RESULTS_FILE))
             levels = data.get("levels", [])
             return out.model_copy(update={
                 "partial": out.partial or bool(data.get("partial")),
                 "simulated": bool(data.get("simulated")), "target": data.get("target") or {},
                 "table": format_table(levels),
                 "levels": [_level_view(level, histograms) for level in levels]})
-        summary = read_json(directory / "summary.json") if "summary.json" in files else None
+        summary = (read_json(manager.run_file(run_id, "summary.json"))
+                   if "summary.json" in files else None)
         simulated = bool(((summary or {}).get("run") or {}).get("simulated"))
         return out.model_copy(update={"summary": summary, "simulated": simulated})
 
