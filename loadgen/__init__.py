@@ -5,8 +5,7 @@ Public API (see README, "Python API")::
     from loadgen import sweep, run, load_results, ConstantConcurrency, ArrivalRate, StopRule
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .api import SIMULATOR, make_target, run, sweep  # noqa: E402
 from .config import RequestOptions, Timeouts  # noqa: E402
 from .engine import RunControl  # noqa: E402

@@ -10,14 +10,10 @@ wall-clock ranges.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any, Awaitable, Protocol
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from ._compat import TaskGroup
 
 
 class Clock(Protocol):

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__
+from ._version import __version__
 from .atomic import write_atomic
 from .engine import LevelResult
 from .errors import LoadgenError

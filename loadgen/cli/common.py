@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
+from .._compat import run as event_loop_run  # uvloop when installed
 from ..errors import LoadgenError
 
 if TYPE_CHECKING:  # the engine is imported by the commands that run it, not by every command
@@ -39,15 +40,6 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise UserError(str(exc), exc.exit_code) from None
 
     return wrapper
-
-
-def event_loop_run(coro: Any) -> Any:
-    """``asyncio.run``, on uvloop when the optional ``fast`` extra is installed."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def run_async(coro_fn: Callable[..., Any]) -> Callable[..., Any]:

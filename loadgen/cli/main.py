@@ -15,7 +15,7 @@ import click
 import cloup
 import orjson
 
-from .. import __version__
+from .._version import __version__
 from ..api import sweep as api_sweep
 from ..engine import RunControl
 from ..errors import RunStopped

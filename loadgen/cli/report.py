@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import ConfigError
+from ..labels import compare_labels
 from ..report.compare import compare_runs, format_comparison
 from ..report.files import (
     REPORT_FORMATS,
@@ -48,22 +48,6 @@ def report(source: Path, formats: str, price_per_hour: float | None,
             click.echo(str(path))
 
 
-def _default_label(result: dict, path: Path) -> str:
-    return str((result.get("phase") or {}).get("label")
-               or (result.get("target") or {}).get("model") or path.stem)
-
-
-def _labels(option: str | None, results: list[dict], paths: list[Path]) -> tuple[str, str]:
-    if option:
-        labels = [part.strip() for part in option.split(",")]
-        if len(labels) != 2 or not all(labels):
-            raise ConfigError(f"--labels takes two names separated by a comma, e.g. "
-                              f"bf16,qat (got {option!r})")
-        return labels[0], labels[1]
-    a, b = (_default_label(r, p) for r, p in zip(results, paths))
-    return (a, b) if a != b else (paths[0].stem, paths[1].stem)
-
-
 @click.command("compare")
 @click.argument("file_a", type=click.Path(path_type=Path))
 @click.argument("file_b", type=click.Path(path_type=Path))
@@ -74,7 +58,7 @@ def _labels(option: str | None, results: list[dict], paths: list[Path]) -> tuple
 def compare(file_a: Path, file_b: Path, labels: str | None, as_json: bool) -> None:
     """Compare run B (FILE_B) with run A (FILE_A): fidelity answers and B/A ratios."""
     results = [read_results(file_a), read_results(file_b)]
-    result = compare_runs(*results, labels=_labels(labels, results, [file_a, file_b]))
+    result = compare_runs(*results, labels=compare_labels(labels, results, [file_a, file_b]))
     if as_json:
         click.echo(json.dumps(result, indent=2, ensure_ascii=False))
     else:

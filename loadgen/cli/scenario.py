@@ -13,7 +13,7 @@ import click
 
 from ..engine import RunControl
 from ..errors import ConfigError
-from ..scenario.loader import Checked, check_file
+from ..scenario.loader import Checked, check_file, describe
 from ..scenario.params import parse_param_options
 from ..scenario.runner import RunOptions, ScenarioRun, run_scenario
 from ..scenario.schema import Scenario
@@ -64,33 +64,6 @@ def _check(file: str, params: tuple[str, ...], simulate: bool) -> Checked:
         click.echo(f"warning: {warning.format(file)} (a --simulate run goes on without it)",
                    err=True)
     return checked
-
-
-def describe(parsed: Scenario) -> str:
-    """A short account of a valid scenario."""
-    order = " -> ".join(f"{p.label} ({p.checkpoint})" for p in parsed.phases)
-    m = parsed.measurements
-    measured = [name for name, spec in (("single stream", m.single_stream),
-                                        ("fixed length", m.fixed_length),
-                                        ("sweep c=" + ",".join(map(str, m.sweep.concurrency)),
-                                         m.sweep), ("fidelity", m.fidelity)) if spec.enabled]
-    price = (f"${parsed.hardware.price_per_hour:g}/h" if parsed.hardware.price_per_hour
-             else "no price")
-    lines = [f"{parsed.path}: ok: {parsed.name}",
-             f"  hardware: {parsed.hardware.instance_type}, {price}",
-             f"  phases: {order}",
-             f"  measurements: {', '.join(measured)}"]
-    deploys = sum(p.deploy is not None for p in parsed.phases)
-    if deploys:
-        lines.append(f"  deploys {deploys} SageMaker endpoint(s), each deleted after its phase")
-    servers = [p for p in parsed.phases if p.server is not None]
-    if servers:
-        kept = sum(p.server.keep_running for p in servers)
-        lines.append(f"  starts a server for {len(servers)} phase(s), each stopped after its "
-                     "phase" + (f" ({kept} kept running for later phases)" if kept else ""))
-    if parsed.simulate and parsed.simulate.profiles:
-        lines.append(f"  --simulate profiles: {', '.join(parsed.simulate.profiles)}")
-    return "\n".join(lines)
 
 
 @scenario.command()

@@ -1,4 +1,4 @@
-"""``loadgen mock-server``: serve the simulator until Ctrl-C (also ``python -m loadgen.simulator``)."""
+"""``loadgen mock-server``: serve the simulator until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from ..errors import ConfigError
 from ..runconfig import default
 from ..simulator.plan import Responder
 from ..simulator.profile import PROFILES, SimProfile, profile_named
-from ..simulator.runners import run_with_best_loop, start_simulator
+from .._compat import run as run_with_best_loop
+from ..simulator.runners import start_simulator
 
 
 def _ms(value: float | None) -> float | None:

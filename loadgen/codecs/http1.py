@@ -19,7 +19,7 @@ from typing import Protocol
 
 import httptools
 
-from .. import __version__
+from .._version import __version__
 from ..errors import one_line
 
 

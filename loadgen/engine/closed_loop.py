@@ -11,7 +11,6 @@ imposes is intended, so a capped request is due when the cap lets it go.
 from __future__ import annotations
 
 import asyncio
-import sys
 
 from asyncio_throttle import Throttler
 
@@ -19,10 +18,7 @@ from ..load import ConstantConcurrency
 from . import sessions
 from .level import Level, Upcoming
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from .._compat import TaskGroup
 
 
 def start_streams(level: Level, load: ConstantConcurrency, tg: TaskGroup,

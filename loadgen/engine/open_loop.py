@@ -9,17 +9,13 @@ slow server cannot hide behind a late client (coordinated omission).
 from __future__ import annotations
 
 import asyncio
-import sys
 
 from ..load import ArrivalRate, ramped
 from ..workload.trace import TraceReplay
 from . import sessions
 from .level import Level
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from .._compat import TaskGroup
 
 
 async def send_on_schedule(level: Level, load: ArrivalRate | TraceReplay, tg: TaskGroup,

@@ -14,7 +14,6 @@ cancelled and counted incomplete.
 from __future__ import annotations
 
 import asyncio
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
@@ -32,10 +31,7 @@ from .open_loop import send_on_schedule
 from .share import RequestIds
 from .tally import RecordSink
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from .._compat import TaskGroup
 
 ProgressFn = Callable[[dict], None]
 PROGRESS_EVERY_NS = 500_000_000

@@ -32,10 +32,7 @@ from ..record import now_iso
 from .confine import RESULTS_MAX_BYTES, regular_file
 from .options import ServerOptions
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from .._compat import TaskGroup
 
 RUNNING, COMPLETED, CANCELLED, STOPPED, FAILED = (
     "running", "completed", "cancelled", "stopped", "failed")

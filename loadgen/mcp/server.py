@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from .. import __version__
+from .._version import __version__
 from ..errors import LoadgenError, one_line
 from ..report.files import read_json, report_directory
 from . import tools_aws, tools_runs, tools_servers, tools_study

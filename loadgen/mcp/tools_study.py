@@ -13,15 +13,14 @@ import yaml
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from ..cli.report import _labels
-from ..cli.scenario import describe
 from ..errors import ConfigError
 from ..report.compare import compare_runs as compare_results
 from ..report.compare import format_comparison
 from ..report.files import read_results, report_directory
 from ..scenario import RunOptions, check_file
 from ..scenario import run_scenario as run_scenario_phases
-from ..scenario.loader import Checked
+from ..labels import compare_labels
+from ..scenario.loader import Checked, describe
 from ..scenario.params import parse_param_options
 from ..scenario.phase import COMPLETE
 from ..scenario.runner import SKIPPED
@@ -264,7 +263,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         (above 1 is faster for throughput, below 1 is faster for latency), and fidelity."""
         paths = [_results_file(manager, a), _results_file(manager, b)]
         results = [read_results(path) for path in paths]
-        names = _labels(",".join(labels) if labels else None, results, paths)
+        names = compare_labels(",".join(labels) if labels else None, results, paths)
         if names[0] == names[1]:  # e.g. two runs' results.json: their ids tell them apart
             names = (a, b)
         result = compare_results(*results, labels=names)

@@ -150,3 +150,30 @@ def check_file(path: str | os.PathLike, params: Mapping[str, str] | None = None,
 
 
 __all__ = ["Checked", "ScenarioError", "check_file", "check_text", "load_scenario"]
+
+
+def describe(parsed: Scenario) -> str:
+    """A short account of a valid scenario."""
+    order = " -> ".join(f"{p.label} ({p.checkpoint})" for p in parsed.phases)
+    m = parsed.measurements
+    measured = [name for name, spec in (("single stream", m.single_stream),
+                                        ("fixed length", m.fixed_length),
+                                        ("sweep c=" + ",".join(map(str, m.sweep.concurrency)),
+                                         m.sweep), ("fidelity", m.fidelity)) if spec.enabled]
+    price = (f"${parsed.hardware.price_per_hour:g}/h" if parsed.hardware.price_per_hour
+             else "no price")
+    lines = [f"{parsed.path}: ok: {parsed.name}",
+             f"  hardware: {parsed.hardware.instance_type}, {price}",
+             f"  phases: {order}",
+             f"  measurements: {', '.join(measured)}"]
+    deploys = sum(p.deploy is not None for p in parsed.phases)
+    if deploys:
+        lines.append(f"  deploys {deploys} SageMaker endpoint(s), each deleted after its phase")
+    servers = [p for p in parsed.phases if p.server is not None]
+    if servers:
+        kept = sum(p.server.keep_running for p in servers)
+        lines.append(f"  starts a server for {len(servers)} phase(s), each stopped after its "
+                     "phase" + (f" ({kept} kept running for later phases)" if kept else ""))
+    if parsed.simulate and parsed.simulate.profiles:
+        lines.append(f"  --simulate profiles: {', '.join(parsed.simulate.profiles)}")
+    return "\n".join(lines)

@@ -25,6 +25,7 @@ from ..errors import ConfigError, TargetError
 from .plan import Responder
 from .profile import SimProfile
 from .server import build_app
+from .._compat import new_event_loop
 from .state import SimState
 
 _KEY_ENV = "LOADGEN_SIM_API_KEY"  # how the child process gets its key (never via argv)
@@ -38,27 +39,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop when installed (the ``fast`` extra), else asyncio's default loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
-def run_with_best_loop(main: Coroutine[Any, Any, Any]) -> Any:
-    """``asyncio.run`` on :func:`new_event_loop`'s loop (Python 3.10 compatible)."""
-    if sys.version_info >= (3, 11):
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            return runner.run(main)
-    loop = new_event_loop()
-    try:
-        return loop.run_until_complete(main)
-    finally:
-        loop.close()
 
 
 class RunningSimulator:
@@ -158,13 +138,13 @@ class SimulatorThread:
 def simulator_process(profile: SimProfile = SimProfile(), *, api_key: str | None = None,
                       host: str = "127.0.0.1", port: int = 0,
                       startup_timeout_s: float = 20.0) -> Iterator[str]:
-    """Run ``python -m loadgen.simulator`` as a child process; yield its URL; always stop it.
+    """Run ``loadgen mock-server`` as a child process; yield its URL; always stop it.
 
     The simulator's CPU then never competes with the client's event loop. Responders
     can't cross the process boundary: use ``loadgen mock-server --responder MODULE:FUNC``.
     """
-    command = [sys.executable, "-m", "loadgen.simulator", "--host", host, "--port", str(port),
-               "--profile-json", json.dumps(profile.to_dict())]
+    command = [sys.executable, "-m", "loadgen.cli", "mock-server", "--host", host,
+               "--port", str(port), "--profile-json", json.dumps(profile.to_dict())]
     env = dict(os.environ)
     if api_key:
         env[_KEY_ENV] = api_key

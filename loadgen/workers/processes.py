@@ -31,6 +31,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+from .._compat import run as run_event_loop  # uvloop when installed
 from ..engine import Share
 from ..errors import LoadgenError, one_line
 from ..runconfig import RunConfig
@@ -54,14 +55,12 @@ def watch(loop: asyncio.AbstractEventLoop, conn: Connection, readable: Callable[
 def child_main(fd: int) -> None:
     """Entry point of a worker process (``python -m loadgen.workers FD``): the run's
     configuration and this worker's share arrive first on the pipe."""
-    from ..cli.common import event_loop_run
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
     try:
         config, share, keep_records, starts_fd = conn.recv()
         worker = WorkerEngine(config, share, keep_records, StartCount(starts_fd))
-        event_loop_run(_serve(worker, conn))
+        run_event_loop(_serve(worker, conn))
     except (BrokenPipeError, EOFError, ConnectionResetError):
         pass  # the parent is gone: nothing left to report to
 

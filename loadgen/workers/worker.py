@@ -23,6 +23,7 @@ from ..metrics import LevelMetrics
 from ..runconfig import RunConfig
 from ..slo import SLOCounts
 from ..targets.base import Target, open_target
+from ..targets.factory import make_target, pool_size_for
 from .payload import LevelReport
 from .split import worker_level
 from .starts import StartCount
@@ -72,8 +73,6 @@ class WorkerEngine:
 
     async def open(self) -> dict:
         """Open the target (its preflight too); return who this worker is."""
-        from ..api import make_target, pool_size_for
-
         parts = [worker_level(load, self.config.stop, self.share) for load in self.config.loads]
         loads = [part[0] for part in parts if part is not None]
         pool = pool_size_for(loads) if loads else 1

@@ -1,0 +1,96 @@
+"""The import structure of ``loadgen/``: no cycles, imports point down the layers, and
+only the CLI loads click.
+
+The graph is read from the source (``tests/helpers/import_graph.py``). A function-level
+(deferred) import counts like a module-level one: it only delays the import to the first
+call, the dependency is the same, and a cycle through it is still a cycle (it merely
+does not fail at import time). Imports under ``if TYPE_CHECKING:`` never run and are
+not counted.
+
+The layers, bottom first (``LAYERS`` in the helper; a module may import its own layer
+and those below it):
+
+1. foundations: _version, _compat, errors, option, bounds, atomic, redact, clock, record,
+   config
+2. codecs
+3. transports: targetspec, targets
+4. measuring: metrics, slo, selfcheck, load, workload, export, measurement, fidelity_tokens
+5. engine
+6. run description and results: runconfig, saturation, results, results_types, labels,
+   progress
+7. what runs next to a target: vllm, simulator, aws, servers, fidelity, fidelity_sim
+8. workers
+9. the API: api, run_target
+10. studies and reports: scenario, report
+11. front doors: mcp, cli, and the package root (the public facade)
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from tests.helpers.import_graph import LAYERS, ROOT, cycles, edges, layer_of, module_files, upward
+
+# What still points up, and why it is allowed; at most three.
+ALLOWED_UPWARD = {
+    # Load.share() returns the engine's Share, a frozen dataclass (deferred: engine
+    # imports load).
+    ("loadgen.load", "loadgen.engine.share"),
+    # The report's footer names the version; loadgen/report/ is being rewritten on
+    # another branch: it should read loadgen._version as every other module does.
+    ("loadgen.report.summary", "loadgen"),
+}
+
+
+def test_no_import_cycles():
+    found = cycles(edges())
+    assert found == [], "import cycles (module-level and deferred imports):\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in found)
+
+
+def test_every_module_has_a_layer():
+    for module in module_files():
+        assert 0 <= layer_of(module) < len(LAYERS)
+
+
+def test_imports_point_down_the_layers():
+    found = {(edge.importer, edge.imported) for edge in upward(edges())}
+    assert len(ALLOWED_UPWARD) <= 3
+    assert found <= ALLOWED_UPWARD, "upward imports: " + ", ".join(
+        f"{a} -> {b}" for a, b in sorted(found - ALLOWED_UPWARD))
+
+
+def test_only_the_cli_imports_the_cli():
+    found = [edge for edge in edges()
+             if edge.imported.startswith("loadgen.cli") and not edge.importer.startswith(
+                 "loadgen.cli")]
+    assert found == []
+
+
+def test_only_the_cli_imports_click_or_cloup():
+    found = []
+    for module, path in module_files().items():
+        if module.startswith("loadgen.cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and
+                     not node.level else [])
+            found += [f"{module}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] in ("click", "cloup")]
+    assert found == []
+
+
+def test_a_worker_process_does_not_load_the_cli():
+    """What a worker process (``python -m loadgen.workers FD``) imports before its first
+    message: the worker, its process loop and the transports it may build."""
+    code = ("import sys, loadgen.workers.__main__, loadgen.workers.worker, "
+            "loadgen.targets.factory, loadgen.targets.openai_http\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('click', 'cloup') "
+            "or m.startswith('loadgen.cli')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
