@@ -44,6 +44,7 @@ from .load import Load
 from .metrics import ALL_METRICS, LevelMetrics, decode_histogram, new_histogram, request_metrics
 from .record import RequestRecord
 from .slo import SLO, is_good
+from .timefmt import iso
 
 
 def _open(path: Path, what: str) -> IO[str]:
@@ -223,7 +224,7 @@ class HdrIntervalLog:
             writer.output_log_format_version()
             # hdrh's output_start_time() fails on Python 3 (datetime.iso_format): same line by hand.
             writer.output_comment(f"[StartTime: {epoch_s:.3f} (seconds since epoch), "
-                                  f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(epoch_s))}]")
+                                  f"{iso(epoch_s)}]")
             writer.output_legend()
             self._writers[metric] = writer
             self.files.append(path)

@@ -10,13 +10,8 @@ off the socket, before any parsing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-
-def now_iso() -> str:
-    """Wall-clock time now, UTC, ISO 8601 to the second: the ``started_at``/``created_at``
-    stamps of results, deployment records and reports (never used to measure anything)."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+from .timefmt import now_iso  # noqa: F401 (still read from here by older callers)
 
 
 # How ``RequestRecord.output_tokens`` was obtained.

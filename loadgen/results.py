@@ -5,7 +5,6 @@ Field names are part of the public contract (README, "Results file").
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from .metrics import (
     LevelMetrics,
     few_samples,
 )
+from .timefmt import stamp
 
 HISTOGRAM_UNITS = {name: "milli_tokens_per_s" if name == "decode_tokens_per_s" else "us"
                    for name in ALL_METRICS}
@@ -149,7 +149,7 @@ class RunResult:
                 self.path = None
         if self.path is not None:
             return self.write(self.path)
-        name = f"loadgen-results-{_dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.json"
+        name = f"loadgen-results-{stamp()}-{os.getpid()}.json"
         for directory in (Path.cwd(), Path(tempfile.gettempdir())):
             try:
                 self.path = self.write(directory / name)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import AwsError, ConfigError, LoadgenError
-from ..record import now_iso
+from ..timefmt import now_iso, stamp
 from ..redact import is_secret_name, redact_environment
 from ..targets.sagemaker import is_endpoint_name
 from .errors import aws_call
@@ -149,7 +149,7 @@ class DeployCancelled(LoadgenError):
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    return stamp() + "-" + secrets.token_hex(3)
 
 
 def resource_names(endpoint_name: str, run_id: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import AwsError
+from ..timefmt import iso
 from .resources import (
     ENDPOINT_TAG,
     LOADGEN_TAGS,
@@ -18,7 +19,7 @@ from .session import AwsConfig
 
 
 def _iso(value: Any) -> str | None:
-    return value.isoformat(timespec="seconds") if isinstance(value, datetime) else None
+    return iso(value) if isinstance(value, datetime) else None
 
 
 def endpoint_status(name: str, *, region: str | None = None, endpoint_url: str | None = None) -> dict[str, Any]:

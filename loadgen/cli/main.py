@@ -25,6 +25,7 @@ from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
 from ..runconfig import RunConfig, build_run
 from ..saturation import level_plan
+from ..timefmt import stamp
 from .common import LoadgenGroup, StopSignals, UserError, run_async
 from .options import LEVELS, ONE_LEVEL, SWEEP_CONCURRENCY, run_options_decorator, values_from
 
@@ -51,7 +52,7 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     stop = config.stop
     levels = level_plan(config).total
     to_stdout = kw["out"] == "-"  # the results JSON goes to stdout, everything else to stderr
-    out = None if to_stdout else kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
+    out = None if to_stdout else kw["out"] or f"loadgen-{stamp()}.json"
     quiet = kw["quiet"]
 
     def echo(text: str) -> None:

@@ -28,7 +28,7 @@ from ..engine import LevelResult, RunControl
 from ..errors import ConfigError, LoadgenError, one_line
 from ..load import Load
 from ..metrics import UNIT_SCALE
-from ..record import now_iso
+from ..timefmt import now_iso, stamp
 from .confine import RESULTS_MAX_BYTES, regular_file
 from .options import ServerOptions
 
@@ -56,7 +56,7 @@ def is_run_id(text: str) -> bool:
 def new_run_id() -> str:
     now = time.time()
     millis = int(now * 1000) % 1000
-    return (time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f".{millis:03d}-"
+    return (stamp(now) + f".{millis:03d}-"
             + secrets.token_hex(2))
 
 

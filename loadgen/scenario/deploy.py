@@ -15,13 +15,13 @@ import contextlib
 import os
 import re
 import threading
-import time
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
 from ..engine import RunControl
 from ..errors import LoadgenError
 from ..results import server_section
+from ..timefmt import stamp as utc_stamp
 from .phase import Endpoint, PhaseDoc
 from .schema import Phase, PhaseDeployBlock, Scenario
 
@@ -31,7 +31,7 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9]+")
 
 def endpoint_name(scenario_name: str, label: str, now: float | None = None) -> str:
     """A SageMaker-valid, recognisable, unique-per-minute endpoint name (<= 63 chars)."""
-    stamp = time.strftime("%m%d%H%M", time.gmtime(now))
+    stamp = utc_stamp(now, "%m%d%H%M")
     base = _NOT_NAME.sub("-", f"lg-{scenario_name}")[: 63 - len(label) - len(stamp) - 2]
     name = _NOT_NAME.sub("-", f"{base.strip('-')}-{label}-{stamp}")
     return name.strip("-")[:63]

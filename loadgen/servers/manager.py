@@ -23,7 +23,7 @@ from pathlib import Path
 from subprocess import Popen
 
 from ..errors import ConfigError, LoadgenError, RunStopped, TargetError, one_line
-from ..record import now_iso
+from ..timefmt import now_iso, stamp
 from ..vllm.facts import facts_from_log_file
 from . import local, remote
 from .ready import POLL_S, probe
@@ -222,7 +222,7 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 def _remote_dir(run_dir: Path) -> str:
     """Where on the host: ``loadgen-servers/<run dir name>-<time>`` under its home."""
     name = _NOT_NAME.sub("-", Path(run_dir).resolve().name).strip("-.") or "server"
-    return f"loadgen-servers/{name[:60]}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"loadgen-servers/{name[:60]}-{stamp()}"
 
 
 def _refuse_if_running(run_dir: Path) -> None:

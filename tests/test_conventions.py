@@ -1,0 +1,46 @@
+"""One rule each, defined in one place: how wall-clock time is written (loadgen/timefmt.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+from loadgen.timefmt import iso, now_iso, stamp
+from tests.helpers.import_graph import ROOT, module_files
+
+# Where a time is formatted another way on purpose: a wire protocol's own format.
+OWN_FORMATS = {"loadgen.targets.sagemaker_aws"}  # SigV4's X-Amz-Date (20261202T014616Z)
+_FORMATTING = re.compile(r"strftime\(|\.isoformat\(|datetime\.now\(|\.utcnow\(|time\.localtime")
+
+
+def test_wall_clock_is_formatted_only_in_timefmt():
+    found = [f"{module}:{number}: {line.strip()}"
+             for module, path in module_files().items()
+             if module not in OWN_FORMATS | {"loadgen.timefmt"}
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if _FORMATTING.search(line)]
+    assert found == []
+
+
+def test_times_are_utc_whatever_the_local_zone():
+    code = ("from loadgen.timefmt import iso, stamp; import time; "
+            "print(iso(0), stamp(0), stamp(0, '%m%d%H%M'), time.strftime('%H', time.localtime(0)))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TZ": "Asia/Kathmandu"}  # UTC+05:45
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    assert out[:3] == ["1970-01-01T00:00:00+00:00", "19700101-000000", "01010000"]
+    assert out[3] != "00"  # the zone did apply to local time: the check above means something
+
+
+def test_aware_datetimes_are_written_in_utc():
+    kathmandu = timezone(timedelta(hours=5, minutes=45))
+    assert iso(datetime(2026, 12, 2, 7, 31, 16, tzinfo=kathmandu)) == "2026-12-02T01:46:16+00:00"
+
+
+def test_iso_reads_back():
+    written = now_iso()
+    assert datetime.fromisoformat(written).utcoffset() == timedelta(0)
+    assert re.fullmatch(r"\d{8}-\d{6}", stamp())
