@@ -13,7 +13,8 @@ merely start with TOKEN or KEY (``tokenizer``, ``keyboard``) are not secrets.
 
 A secret's *value* is hidden by :func:`redact_values`: wherever the exact value appears
 (an API key a server echoes back in its error body), it becomes ``***`` before the text is
-stored anywhere (records, results, ``--save-requests``, MCP run folders).
+stored anywhere (records, results, ``--save-requests``, MCP run folders, AWS error
+messages, every MCP output).
 """
 
 from __future__ import annotations

@@ -44,3 +44,20 @@ def test_iso_reads_back():
     written = now_iso()
     assert datetime.fromisoformat(written).utcoffset() == timedelta(0)
     assert re.fullmatch(r"\d{8}-\d{6}", stamp())
+
+
+def test_secret_values_are_masked_by_one_function():
+    """Hiding a secret's value is loadgen.redact.redact_values, wherever it happens: the
+    AWS errors, the MCP outputs and the records call it (a local copy once masked in the
+    order given, so a secret containing another leaked its tail)."""
+    from loadgen.aws.errors import _masked
+    from loadgen.errors import AwsError
+    from loadgen.mcp.redact import scrub
+
+    secrets = ["hf_abcdefgh", "hf_abcdefgh_and_more"]  # the shorter one first
+    text = "token hf_abcdefgh_and_more rejected"
+    assert str(_masked(AwsError(text), secrets)) == "token *** rejected"
+    assert scrub({"error": text}, secrets) == {"error": "token *** rejected"}
+    replaced = [path for path in module_files().values()
+                if re.search(r"\.replace\([a-z_]*secret", path.read_text())]
+    assert replaced == [ROOT / "loadgen/redact.py"]

@@ -28,6 +28,7 @@ from botocore.exceptions import (
 )
 
 from ..errors import AuthError, AwsError, ConfigError, LoadgenError, one_line
+from ..redact import redact_values
 
 _ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
 _BAD_CREDENTIALS = {
@@ -50,13 +51,6 @@ _NOT_FOUND_CODES = {"ResourceNotFound", "ResourceNotFoundException"}
 def _message_line(text: str) -> str:
     """AWS's message as one line, without the list of every valid value it may carry."""
     return one_line(re.sub(r"enum value set: \[[^\]]*\]", "enum value set: [...]", text))
-
-
-def _mask(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 def error_code(err: ClientError) -> str:
@@ -162,4 +156,4 @@ def aws_call(doing: str, *, secrets: Iterable[str] = ()) -> Iterator[None]:
 
 
 def _masked(err: LoadgenError, secrets: Iterable[str]) -> LoadgenError:
-    return type(err)(_mask(str(err), secrets))
+    return type(err)(redact_values(str(err), secrets))

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
-from ..redact import MASK, is_secret_name
+from ..redact import is_secret_name, redact_values
 
-# Shorter values (a "1", a "true") would mask ordinary text; real credentials are longer.
+# Which values: the whole environment is scanned here, and its shorter values (a "1", a
+# "true") would mask ordinary text; real credentials are longer. How they are masked is
+# loadgen.redact.redact_values, the one rule (also the AWS errors' and the records').
 _MIN_SECRET_LENGTH = 8
 
 
@@ -28,19 +30,12 @@ def secret_values(environ: Mapping[str, str] | None = None,
     return sorted((v for v in values if len(v) >= _MIN_SECRET_LENGTH), key=len, reverse=True)
 
 
-def scrub_text(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
-
-
 def scrub(value: Any, secrets: list[str]) -> Any:
     """``value`` (JSON-like: dicts, lists, strings) with every secret replaced by ``***``."""
     if not secrets:
         return value
     if isinstance(value, str):
-        return scrub_text(value, secrets)
+        return redact_values(value, secrets)
     if isinstance(value, dict):
         return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
