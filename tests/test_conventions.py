@@ -61,3 +61,23 @@ def test_secret_values_are_masked_by_one_function():
     replaced = [path for path in module_files().values()
                 if re.search(r"\.replace\([a-z_]*secret", path.read_text())]
     assert replaced == [ROOT / "loadgen/redact.py"]
+
+
+def test_a_run_file_written_with_the_old_status_word_reads_as_complete(tmp_path):
+    """One word for a run that did everything: ``complete`` (scenario phases, reports and
+    MCP runs); MCP's run.json files from before said ``completed``."""
+    import json
+
+    from loadgen.mcp.options import ServerOptions
+    from loadgen.mcp.runs import RunManager
+    from loadgen.status import COMPLETE
+
+    manager = RunManager(ServerOptions(workdir=tmp_path))
+    for run_id, state in (("20261201-012845-994d", "completed"),
+                          ("20261201-012846-994e", "running")):
+        (tmp_path / "runs" / run_id).mkdir(parents=True)
+        (tmp_path / "runs" / run_id / "run.json").write_text(
+            json.dumps({"run_id": run_id, "kind": "load", "state": state}))
+    states = {record["run_id"]: record["state"] for record in manager.list_records()}
+    assert states == {"20261201-012845-994d": COMPLETE, "20261201-012846-994e": "abandoned"}
+    assert COMPLETE == "complete"

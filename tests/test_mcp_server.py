@@ -76,7 +76,7 @@ def test_start_run_polled_to_completion_equals_a_cli_run_of_the_same_load(tmp_pa
         return started, status, results
 
     started, status, results = session(options(tmp_path), body)
-    assert status["state"] == "completed" and status["partial"] is False
+    assert status["state"] == "complete" and status["partial"] is False
     assert (status["completed"], status["failed"], status["output_tokens"]) == (8, 0, 80)
     assert (status["levels_done"], status["levels_total"]) == (1, 1)
     results_file = Path(started["directory"]) / "results.json"
@@ -115,7 +115,7 @@ def test_run_status_waits_and_sends_progress_notifications(tmp_path, sim_url):
         return result.structured_content
 
     status = session(options(tmp_path), body)
-    assert status["state"] == "completed" and status["completed"] == 12
+    assert status["state"] == "complete" and status["completed"] == 12
     assert notes and all(total == 12 for _, total, _ in notes)
     assert [p for p, _, _ in notes] == sorted(p for p, _, _ in notes)
     assert any("level" in message and "done" in message for _, _, message in notes)
@@ -270,7 +270,7 @@ def test_scenario_validate_and_simulated_run(tmp_path):
     assert bad["ok"] is False and len(bad["problems"]) == 2
     assert all(p.startswith(f"{broken}:") for p in bad["problems"])
     assert "has 2 problem(s)" in refused
-    assert status["state"] == "completed", status
+    assert status["state"] == "complete", status
     assert results["simulated"] is True
     assert {"phase-a.json", "phase-b.json", "report.md", "summary.json"} <= set(results["files"])
     assert [p["name"] for p in results["summary"]["phases"]] == ["a", "b"]
@@ -326,7 +326,7 @@ def test_runs_of_an_earlier_server_are_listed_and_readable(tmp_path, sim_url):
     runs, results, status = session(options(tmp_path), second)
     assert [r["run_id"] for r in runs["runs"]] == [run_id]
     assert results["levels"][0]["requests"]["completed"] == 2
-    assert status["state"] == "completed" and status["completed"] == 2
+    assert status["state"] == "complete" and status["completed"] == 2
 
 
 def test_closing_the_session_stops_a_running_run_and_keeps_its_results(tmp_path, sim_url):

@@ -195,7 +195,7 @@ def test_api_keys_come_only_from_variables_allowed_at_start(dirs, start_sim, mon
     assert without_key["state"] == "failed" and without_key["completed"] == 0
     assert "no API key was sent" in without_key["error"]  # the server's key stayed home
     with_key = session(server(dirs, allow_env=("BENCH_KEY",)), allowing)
-    assert with_key["state"] == "completed" and with_key["completed"] == 2
+    assert with_key["state"] == "complete" and with_key["completed"] == 2
 
 
 def test_targets_and_aws_endpoints_are_limited_to_what_the_server_allows(dirs, monkeypatch):

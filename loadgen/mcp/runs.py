@@ -28,16 +28,15 @@ from ..engine import LevelResult, RunControl
 from ..errors import ConfigError, LoadgenError, one_line
 from ..load import Load
 from ..metrics import UNIT_SCALE
+from ..status import (ABANDONED, CANCELLED, COMPLETE, FAILED, RUNNING, STOPPED,
+                      read_status)
 from ..timefmt import now_iso, stamp
 from .confine import RESULTS_MAX_BYTES, regular_file
 from .options import ServerOptions
 
 from .._compat import TaskGroup
 
-RUNNING, COMPLETED, CANCELLED, STOPPED, FAILED = (
-    "running", "completed", "cancelled", "stopped", "failed")
-ENDED = (COMPLETED, CANCELLED, STOPPED, FAILED)
-ABANDONED = "abandoned"  # run.json says running, but no server is running it any more
+ENDED = (COMPLETE, CANCELLED, STOPPED, FAILED)
 LOAD, SCENARIO = "load", "scenario"
 RESULTS_FILE = "results.json"
 RUN_FILE = "run.json"
@@ -209,7 +208,7 @@ class RunManager:
                                                       run.stop, STOPPED)
         try:
             await body(run)
-            run.state = run.stop_reason or COMPLETED
+            run.state = run.stop_reason or COMPLETE
         except LoadgenError as exc:  # stopped during the preflight, too: RunStopped
             run.state, run.error = run.stop_reason or FAILED, str(exc)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the server
@@ -273,7 +272,8 @@ class RunManager:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ConfigError(f"run {run_id}: its {RUN_FILE} is not readable JSON "
                               f"({exc})") from None
-        if data.get("state") == RUNNING:
+        data["state"] = read_status(data.get("state"))
+        if data["state"] == RUNNING:  # but no server is running it any more
             data["state"] = ABANDONED
         return data
 

@@ -17,7 +17,7 @@ from ..results import format_table
 from .loadrun import LoadRequest, in_run_directory, measure
 from .runs import (
     CANCELLED,
-    COMPLETED,
+    COMPLETE,
     ENDED,
     LOAD,
     RESULTS_FILE,
@@ -44,7 +44,7 @@ class Percentiles(BaseModel):
 class RunStatus(BaseModel):
     run_id: str
     kind: str = Field(description="load (start_run) or scenario (run_scenario)")
-    state: str = Field(description="running, completed, cancelled (cancel_run), stopped (the "
+    state: str = Field(description="running, complete, cancelled (cancel_run), stopped (the "
                        "server's --max-duration), failed, or abandoned (its server went away)")
     elapsed_s: float
     target: str | None = Field(description="what the load goes to (a scenario run: its file)")
@@ -121,7 +121,7 @@ def _status(manager: RunManager, run_id: str) -> RunStatus:
                        elapsed_s=record.get("elapsed_s") or 0.0, target=run_target(record),
                        error=record.get("error"), notes=record.get("notes") or [],
                        results=results_uri(run_id),
-                       partial=record["state"] not in (RUNNING, COMPLETED))
+                       partial=record["state"] not in (RUNNING, COMPLETE))
     run = manager.runs.get(run_id)
     if run is not None and run.kind == SCENARIO:
         status.log_tail = list(run.log)[-10:]
@@ -257,7 +257,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         directory = manager.directory_of(run_id)
         files = sorted(p.name for p in directory.iterdir() if p.is_file())
         out = RunResults(run_id=run_id, kind=record["kind"], state=record["state"],
-                         partial=record["state"] != COMPLETED, simulated=False, files=files)
+                         partial=record["state"] != COMPLETE, simulated=False, files=files)
         if record["kind"] == LOAD:
             if RESULTS_FILE not in files:
                 return out  # nothing measured yet

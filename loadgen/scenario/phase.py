@@ -39,11 +39,11 @@ from ..metrics import e2e_ns
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
 from ..runconfig import RunConfig, build_run
+from ..status import COMPLETE, FAILED, INTERRUPTED, RUNNING  # noqa: F401 (runner reads them here)
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
 from .schema import Phase, Scenario
 
-COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"
 Log = Callable[[str], None]
 
 

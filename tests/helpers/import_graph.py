@@ -130,8 +130,8 @@ def cycles(graph: list[Edge]) -> list[list[str]]:
 # The layers, bottom first. A module may import its own layer and the ones below it;
 # an import of a higher layer is "upward". The first matching prefix decides.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("_version", "_compat", "timefmt", "errors", "option", "bounds", "atomic",
-                     "redact", "clock", "record", "config")),
+    ("foundations", ("_version", "_compat", "timefmt", "status", "errors", "option", "bounds",
+                     "atomic", "redact", "clock", "record", "config")),
     ("codecs", ("codecs",)),
     ("transports", ("targetspec", "targets")),
     ("measuring", ("metrics", "slo", "selfcheck", "load", "workload", "export",
