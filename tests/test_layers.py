@@ -10,8 +10,8 @@ not counted.
 The layers, bottom first (``LAYERS`` in the helper; a module may import its own layer
 and those below it):
 
-1. foundations: _version, _compat, timefmt, status, errors, option, bounds, atomic, redact, clock, record,
-   config
+1. foundations: _version, _compat, timefmt, status, errors, option, bounds, atomic,
+   redact, clock, record, config
 2. codecs
 3. transports: targetspec, targets
 4. measuring: metrics, slo, selfcheck, load, workload, export, measurement, fidelity_tokens
