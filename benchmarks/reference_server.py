@@ -14,7 +14,7 @@ cheap at 1,000+ streams. ``GET /log`` returns, per request: id, read_ns, every w
 Every response is vLLM-shaped chat SSE (role chunk, one event per token, usage, ``[DONE]``).
 With ``--sagemaker`` each write is wrapped in an AWS event-stream PayloadPart frame, as
 InvokeEndpointWithResponseStream sends the AWS vLLM container's stream (signatures are not
-checked: this server scores timing, ``loadgen/simulator/sagemaker_server.py`` checks the protocol).
+checked: this server scores timing, ``tests/helpers/sagemaker_server.py`` checks the protocol).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Server:
         self.ttft_ns, self.itl_ns = ttft_ns, itl_ns
         self.head, self.wrap = _HEAD, _identity
         if sagemaker:
-            from loadgen.simulator.sagemaker_server import (
+            from tests.helpers.sagemaker_server import (
                 payload_part,  # the SageMaker test server's encoder
             )
 

@@ -10,7 +10,7 @@ Prints one JSON line:
   in an event-stream PayloadPart frame, one frame per read, through
   ``EventStreamReader`` (loadgen's ``FrameSplitter``) into the same parser.
 - ``end_to_end``: client process CPU while streaming in fast mode over loopback:
-  SageMakerTarget against ``loadgen/simulator/sagemaker_server.py`` vs OpenAIHTTPTarget against
+  SageMakerTarget against ``tests/helpers/sagemaker_server.py`` vs OpenAIHTTPTarget against
   the built-in simulator, both servers in their own processes writing one event per
   write, same concurrency, same tokens per request. Includes signing, aiohttp, parsing.
 
@@ -35,7 +35,7 @@ from loadgen.codecs.event_stream import EventStreamReader
 from loadgen.codecs.openai_stream import OpenAIStreamParser
 from loadgen.config import RequestOptions
 from loadgen.record import Prompt, RequestRecord
-from loadgen.simulator.sagemaker_server import (
+from tests.helpers.sagemaker_server import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,
@@ -139,7 +139,7 @@ def end_to_end(tokens: int, concurrency: int) -> dict:
                       AWS_DEFAULT_REGION=REGION, AWS_EC2_METADATA_DISABLED="true")
     options = RequestOptions(model=None)
     servers = {
-        "sagemaker": [sys.executable, "-m", "loadgen.simulator.sagemaker_server", "--coalesce", "0",
+        "sagemaker": [sys.executable, "-m", "tests.helpers.sagemaker_server", "--coalesce", "0",
                       "--max-cuts", "0"],
         "http": [sys.executable, "-m", "loadgen.simulator", "--port", "0", "--ttft-ms", "0",
                  "--itl-ms", "0", "--max-num-seqs", "1024", "--events-per-write", "1"],

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from loadgen.simulator.sagemaker_server import (
+from tests.helpers.sagemaker_server import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,

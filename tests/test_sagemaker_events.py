@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from loadgen.codecs.event_stream import EventStreamReader, FrameSplitter
 from loadgen.codecs.sagemaker_formats import make_stream_parser
 from loadgen.record import TOKENS_FROM_USAGE, RequestRecord
-from loadgen.simulator.sagemaker_server import (
+from tests.helpers.sagemaker_server import (
     encode_message,
     error_frame,
     exception_frame,

@@ -17,7 +17,7 @@ from loadgen.codecs.sagemaker_formats import (
 )
 from loadgen.config import RequestOptions
 from loadgen.record import TOKENS_ESTIMATED, TOKENS_FROM_USAGE, Prompt, RequestRecord
-from loadgen.simulator.sagemaker_server import expected_text, stream_events, whole_body
+from tests.helpers.sagemaker_server import expected_text, stream_events, whole_body
 
 N_TOKENS = 7
 

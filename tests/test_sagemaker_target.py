@@ -17,7 +17,7 @@ from botocore.credentials import ReadOnlyCredentials, RefreshableCredentials
 from loadgen.config import RequestOptions, Timeouts
 from loadgen.errors import AuthError, ConfigError, TargetError
 from loadgen.record import TOKENS_FROM_USAGE, Prompt, RequestRecord
-from loadgen.simulator.sagemaker_server import (
+from tests.helpers.sagemaker_server import (
     ACCESS_KEY,
     FAULT_AFTER,
     LOG_STREAM_ARN,

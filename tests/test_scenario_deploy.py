@@ -18,7 +18,7 @@ import pytest
 
 from loadgen.engine import RunControl
 from loadgen.scenario import RunOptions, load_scenario, run_scenario
-from loadgen.simulator.sagemaker_server import (
+from tests.helpers.sagemaker_server import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,

@@ -323,7 +323,7 @@ def test_a_killed_worker_is_reported_and_its_requests_kept(start_sim, tmp_path):
 
 
 def test_sagemaker_target_with_workers_resolves_credentials_in_each(tmp_path):
-    from loadgen.simulator.sagemaker_server import SECRET_KEY, SageMakerTestServer
+    from tests.helpers.sagemaker_server import SECRET_KEY, SageMakerTestServer
     from tests.test_sagemaker_cli import aws_env, shape
 
     out_one, out_two = tmp_path / "one.json", tmp_path / "two.json"

@@ -4,6 +4,6 @@
 and for exact engine scheduling tests virtual time (:mod:`.virtual_time`) with a target that
 answers at scripted times (:mod:`.scripted_target`).
 
-The SageMaker-runtime test server is :mod:`loadgen.simulator.sagemaker_server` (benchmarks
+The SageMaker-runtime test server is :mod:`tests.helpers.sagemaker_server` (benchmarks
 use it too).
 """

@@ -23,7 +23,7 @@ The endpoint name selects the behaviour::
     NAME-late                         requests for one token (preflights) are served as ``openai``,
                                       others as NAME (e.g. ``model-error-late``)
 
-Run standalone (benchmarks): ``python -m loadgen.simulator.sagemaker_server [--ttft S] [--itl S]`` prints
+Run standalone (benchmarks): ``python -m tests.helpers.sagemaker_server [--ttft S] [--itl S]`` prints
 the port, then serves until stdin closes.
 """
 
