@@ -94,3 +94,14 @@ def test_a_worker_process_does_not_load_the_cli():
                           text=True, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# loadgen/report/ is being rewritten on another branch (document.py is over the limit there).
+SIZE_EXEMPT = ("loadgen.report",)
+
+
+def test_no_module_over_400_lines():
+    over = {module: lines for module, path in module_files().items()
+            if not module.startswith(SIZE_EXEMPT)
+            and (lines := len(path.read_text().splitlines())) > 400}
+    assert over == {}

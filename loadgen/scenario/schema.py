@@ -9,18 +9,27 @@ per checkpoint, ...) and only builds the dataclasses when nothing is wrong.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
 from ..option import OptionField
-from ..runconfig import SIMULATOR, TargetSpec, run_options, target_kind
+from ..runconfig import TargetSpec, run_options
 from ..simulator.profile import SimProfile
 from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
+from .checks import (
+    fraction,
+    label_check,
+    non_empty,
+    non_negative,
+    one_of,
+    output_count,
+    port_check,
+    positive,
+    price,
+    url_check,
+)
 from .nodes import (
     Boolean,
     Check,
@@ -34,68 +43,6 @@ from .nodes import (
     Text,
     TextMap,
 )
-
-_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def positive(value: float) -> str | None:
-    return None if value > 0 and math.isfinite(value) else f"must be > 0, got {value:g}"
-
-
-def input_count(value: int) -> str | None:
-    """A positive token count within the input bound (:mod:`loadgen.bounds`)."""
-    return positive(value) or input_tokens_problem(value, "is")
-
-
-def output_count(value: int) -> str | None:
-    """A positive token count within the output bound (:mod:`loadgen.bounds`)."""
-    return positive(value) or output_tokens_problem(value, "is")
-
-
-def non_negative(value: float) -> str | None:
-    return None if value >= 0 and math.isfinite(value) else f"must be >= 0, got {value:g}"
-
-
-def fraction(value: float) -> str | None:
-    return None if 0 <= value <= 1 else f"must be between 0 and 1, got {value:g}"
-
-
-def one_of(*choices: str):
-    def check(value: str) -> str | None:
-        return None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
-    return check
-
-
-def url_check(value: str) -> str | None:
-    try:
-        if target_kind(value) != SIMULATOR:  # the one parser of target URLs
-            return None
-    except ConfigError:
-        problem = host_problem(value)
-        if problem and not value.startswith("sagemaker:"):
-            return problem
-    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {shown(value)}"
-
-
-def label_check(value: str) -> str | None:
-    if _LABEL.match(value):
-        return None
-    return (f"must be letters, digits, '.', '_' or '-' (it names the file phase-LABEL.json), "
-            f"got {value!r}")
-
-
-def price(value: float) -> str | None:
-    if value > 0 and math.isfinite(value):
-        return None
-    return f"must be a positive number of dollars per hour (e.g. 1.1267), got {value:g}"
-
-
-def non_empty(value: str) -> str | None:
-    return None if value.strip() else "must not be empty"
-
 
 # --------------------------------------------------------------------------- the shape
 
@@ -185,10 +132,6 @@ DEPLOY = Section({
     "startup_timeout": Number(positive), "inference_ami_version": Text(non_empty),
     "tags": TextMap(), "payload_format": Text(one_of(*PAYLOAD_FORMATS)),
 }, required=("image", "role"))
-
-def port_check(value: int) -> str | None:
-    return None if 0 <= value < 65536 else f"must be 1-65535 (0: a free port), got {value}"
-
 
 SERVER = Section({
     "command": Command(), "model": Text(non_empty), "env": TextMap(), "host": Text(non_empty),
