@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError
-from ..report.compare import compare_runs, format_comparison
+from ..report.compare import compare_runs
+from ..report.compare_text import format_comparison
 from ..report.files import (
     REPORT_FORMATS,
     parse_formats,

@@ -14,7 +14,7 @@ from ..cli.report import _labels
 from ..cli.scenario import describe
 from ..errors import ConfigError
 from ..report.compare import compare_runs as compare_results
-from ..report.compare import format_comparison
+from ..report.compare_text import format_comparison
 from ..report.files import read_results, report_directory
 from ..scenario import RunOptions, check_file
 from ..scenario import run_scenario as run_scenario_phases

@@ -26,7 +26,7 @@ import orjson
 from ..codecs.http1 import RequestHead
 from ..codecs.openai_request import openai_body
 from ..codecs.openai_response import OpenAIResponse, error_message
-from ..config import APIS, TRANSPORTS, RequestOptions
+from ..config import APIS, SIMULATOR_HEADER, SIMULATOR_OWNER, TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
 from .base import PreparedRequest
@@ -67,13 +67,16 @@ class OpenAIHTTPTarget:
         self.pool_size = pool_size
         self._endpoint = self.base + _PATHS[options.api]
         self._connections = Connections()
+        # The preflight's answer said it is loadgen's simulator (its header or model owner).
+        self.simulator = False
         self._head: RequestHead | None = None
         self._api_key = os.environ.get(options.api_key_env) or None
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai-http", "url": self.base, "api": self.options.api,
                 "model": self.model, "stream": self.options.stream,
-                "transport": self.options.transport}
+                "transport": self.options.transport,
+                **({"simulator": True} if self.simulator else {})}
 
     def statistics(self) -> dict[str, int]:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
@@ -116,6 +119,7 @@ class OpenAIHTTPTarget:
             async with self._connections.aiohttp.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
                 body = await resp.read()
                 status = resp.status
+                self.simulator = SIMULATOR_HEADER in resp.headers
         except aiohttp.ClientConnectorError as exc:
             raise TargetError(f"cannot connect to {self.base} ({exc.os_error or exc}); "
                               "is the server running and is --target right?") from None
@@ -128,8 +132,10 @@ class OpenAIHTTPTarget:
                         self.options.api_key_env))
             raise AuthError(f"{self.base} requires an API key (HTTP 401): {hint}")
         try:
-            models = [m["id"] for m in orjson.loads(body)["data"]] if status == 200 else None
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            cards = orjson.loads(body)["data"] if status == 200 else None
+            models = [m["id"] for m in cards] if cards is not None else None
+            self.simulator |= any(m.get("owned_by") == SIMULATOR_OWNER for m in cards or ())
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             models = None
         if models is None:
             raise TargetError(f"{self.base} is not an OpenAI-compatible server "
