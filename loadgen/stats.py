@@ -29,6 +29,7 @@ Verdict (equivalence testing, TOST-style, with a practical threshold ``t``, defa
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -105,7 +106,7 @@ def ratio_interval(pairs: Sequence[tuple[Samples | None, Samples | None]],
     both sides; ``low``/``high`` None when a side is below :func:`min_samples`."""
     strata = [(a, b) for a, b in pairs if a is not None and b is not None and a.n and b.n]
     if len(strata) > 1:  # pooling: a stratum of one observation a side has no spread
-        strata = [(a, b) for a, b in strata if min(a.n, b.n) >= 2] or strata[:1]
+        strata = [(a, b) for a, b in strata if min(a.n, b.n) >= 2] or strata
     if not strata:
         return None
     n_a, n_b = sum(a.n for a, _ in strata), sum(b.n for _, b in strata)  # all levels' n
@@ -240,11 +241,17 @@ def histogram_samples(encoded: str | None, metric: str) -> Samples | None:
     """The per-request values (reported unit) of an encoded HDR histogram of a results file."""
     if not encoded:
         return None
+    return _decoded(encoded, metric)
+
+
+@functools.lru_cache(maxsize=256)  # a report reads each histogram for several comparisons
+def _decoded(encoded: str, metric: str) -> Samples | None:
     from .metrics import UNIT_SCALE, decode_histogram
 
     hist, scale = decode_histogram(encoded), UNIT_SCALE[metric]
-    values, counts = [], []
-    for item in hist.get_recorded_iterator():
-        values.append(hist.get_highest_equivalent_value(item.value_iterated_to) * scale)
-        counts.append(item.count_at_value_iterated_to)
-    return Samples.of(values, counts) if values else None
+    # The counts array directly (hdrh's recorded-value iterator walks every bucket in Python).
+    counts = np.ctypeslib.as_array(hist.counts)[:hist.counts_len]
+    indices = np.flatnonzero(counts)
+    values = [hist.get_highest_equivalent_value(hist.get_value_from_index(int(i))) * scale
+              for i in indices]
+    return Samples.of(values, counts[indices]) if values else None
