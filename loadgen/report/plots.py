@@ -271,7 +271,7 @@ def overlaid_cdf_plot(summary: dict, phases: Sequence[tuple[str, dict]], metric:
             ax.plot(xs, ys, color=color, linestyle=style, label=_text(name))
         ax.set_title(_text(label), fontsize=10)
         _percentile_axis(ax, ticks)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("milliseconds")
     return _finish(fig)
 

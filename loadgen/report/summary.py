@@ -14,7 +14,6 @@ histograms for the percentile plots), so what a report says is always in
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Sequence
 
 from .. import __version__
@@ -35,6 +34,7 @@ from .compare import (
 )
 from .drift import NOT_MEASURED, drift_check
 from .cost import check_price, cost_per_million_tokens
+from .labels import default_label, parse_labels, unique
 from .workload import describe_workload, output_lengths, pairing_note, study_workload
 
 SCHEMA = "loadgen.summary/1"
@@ -60,14 +60,16 @@ DEPLOYMENT_LABELS = {
 def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None = None,
                   run_info: dict | None = None,
                   drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE,
-                  files: Sequence[str] | None = None) -> dict:
+                  files: Sequence[str] | None = None,
+                  labels: str | Sequence[str] | None = None) -> dict:
     """Every number of the report. ``run_info`` adds scenario metadata (name,
     ``scenario_sha256``, ``instance_type``, ``region``, ``price_per_hour``, ...);
-    ``files`` names each phase's results file, in the order given."""
+    ``files`` names each phase's results file, in the order given; ``labels`` names the
+    phases in study order (loadgen.report.labels)."""
     run_info = dict(run_info or {})
     price = check_price(price_per_hour if price_per_hour is not None
                         else run_info.get("price_per_hour"))
-    ordered = ordered_phases(phase_results, files)
+    ordered = ordered_phases(phase_results, files, labels)
     phases = [_phase(name, result, file, price) for name, result, file in ordered]
     simulated = any(p["simulated"] for p in phases)
     a1, b, a2 = _roles(phases)
@@ -92,22 +94,19 @@ def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None
 # --------------------------------------------------------------------------- phases
 
 
-def ordered_phases(phase_results: Sequence[dict],
-                   files: Sequence[str] | None = None) -> list[tuple[str, dict, str | None]]:
+def ordered_phases(phase_results: Sequence[dict], files: Sequence[str] | None = None,
+                   labels: str | Sequence[str] | None = None
+                   ) -> list[tuple[str, dict, str | None]]:
     """``(name, result, file)`` in study order, names unique: a repeated label gets
-    ``#1``, ``#2`` ("bf16 #1", "qat", "bf16 #2")."""
+    ``#1``, ``#2`` ("bf16 #1", "qat", "bf16 #2"); ``labels`` (in study order) replace the
+    default ones."""
     files = list(files) if files is not None else [None] * len(phase_results)
     pairs = list(zip(phase_results, files))
     order = sorted(range(len(pairs)), key=lambda i: (_order_index(pairs[i][0], i), i))
     indexed = [pairs[i] for i in order]
-    labels = [_label(result, i) for i, (result, _) in enumerate(indexed)]
-    totals, seen = Counter(labels), Counter()
-    out = []
-    for label, (result, file) in zip(labels, indexed):
-        seen[label] += 1
-        name = f"{label} #{seen[label]}" if totals[label] > 1 else label
-        out.append((name, result, file))
-    return out
+    names = parse_labels(labels, len(indexed)) or [
+        default_label(result, f"run {i + 1}") for i, (result, _) in enumerate(indexed)]
+    return [(name, result, file) for name, (result, file) in zip(unique(names), indexed)]
 
 
 def _order_index(result: dict, position: int) -> float:
@@ -116,8 +115,7 @@ def _order_index(result: dict, position: int) -> float:
 
 
 def _label(result: dict, position: int) -> str:
-    return str(dig(result, ("phase", "label")) or dig(result, ("target", "model"))
-               or f"run {position + 1}")
+    return default_label(result, f"run {position + 1}")
 
 
 def _phase(name: str, result: dict, file: str | None, price: float | None) -> dict:

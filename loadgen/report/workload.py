@@ -42,12 +42,15 @@ def describe_workload(result: dict) -> str:
             parts.append(f"fidelity 40 questions (seed {work['fidelity']['seed']})")
         parts.append(f"ignore_eos {_yes(work.get('ignore_eos'))}")
         return "; ".join(parts)
+    requests = sum(dig(level, ("requests", "completed")) or 0 for level in sweep_levels(result))
+    if not work:
+        return f"{api} API; {requests} requests completed (the results file does not record its " \
+               "workload)"
     source = "synthetic"
     if work.get("dataset"):
         source = f"dataset {work['dataset'].get('path')}"
     elif work.get("trace"):
         source = f"trace {work['trace'].get('path')} x{work['trace'].get('speedup')}"
-    requests = sum(dig(level, ("requests", "completed")) or 0 for level in sweep_levels(result))
     output = work.get("output_tokens")
     parts = [f"{api} API", f"{work.get('input_tokens', '?')} input tokens",
              f"{output if output is not None else 'per-row'} output tokens",
