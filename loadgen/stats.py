@@ -42,6 +42,7 @@ SEED = 0
 PRACTICAL_THRESHOLD = 0.05  # the smallest B/A difference that matters: ±5 %
 MIN_N = 5  # fewer observations on a side: no interval
 NEED_CAP = 100_000  # "need ≈ N" above this is said as "more than"
+EXPAND_MAX = 1_000  # up to this many observations a side, resample them one by one
 
 EQUIVALENT = "no practical difference"
 INCONCLUSIVE = "inconclusive"
@@ -94,9 +95,29 @@ def _resampled(values: np.ndarray, draws: np.ndarray, stat: str | float) -> np.n
 
 
 def _boot(rng: np.random.Generator, samples: Samples, stat: str | float) -> np.ndarray:
+    """``stat`` of RESAMPLES resamples (with replacement, size n) of ``samples``."""
     n = samples.n
-    draws = rng.multinomial(n, samples.counts / n, size=RESAMPLES)
-    return _resampled(samples.values, draws, stat)
+    if n <= EXPAND_MAX:  # draw observations by index: fast for per-request samples
+        expanded = np.repeat(samples.values, samples.counts)
+        draws = expanded[rng.integers(0, n, size=(RESAMPLES, n))]
+        if stat == "mean":
+            return draws.mean(axis=1)
+        k = max(math.ceil(float(stat) * n), 1) - 1
+        return np.partition(draws, k, axis=1)[:, k]
+    values, counts = _coarse(samples)  # thousands of per-token values: counts per group
+    draws = rng.multinomial(n, counts / n, size=RESAMPLES)
+    return _resampled(values, draws, stat)
+
+
+def _coarse(samples: Samples, groups: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``groups`` distinct values, each the count-weighted mean of adjacent values
+    holding about 1/groups of the observations (resampling cost grows with distinct values)."""
+    if len(samples.values) <= groups:
+        return samples.values, samples.counts
+    edges = np.searchsorted(samples.counts.cumsum(), np.linspace(0, samples.n, groups + 1)[1:-1])
+    parts = zip(np.split(samples.values, edges), np.split(samples.counts, edges))
+    grouped = [(float((v * c).sum() / c.sum()), int(c.sum())) for v, c in parts if c.sum()]
+    return np.array([v for v, _ in grouped]), np.array([c for _, c in grouped])
 
 
 def ratio_interval(pairs: Sequence[tuple[Samples | None, Samples | None]],
