@@ -222,14 +222,17 @@ def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     return rows
 
 
-def format_table(levels: list[dict[str, Any]]) -> str:
-    """Plain-text table, one row per level; the header names each column's statistic and unit."""
+def format_table(levels: list[dict[str, Any]], workload: str | None = None) -> str:
+    """Plain-text table, one row per level; the header names each column's statistic and unit,
+    and the line above it the workload (loadgen.report.workload.describe_workload)."""
     header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
     rows = [header, *table_rows(levels)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w)
                        in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if workload:
+        lines.insert(0, f"Workload: {workload}")
     if any(cell.endswith(FEW_SAMPLES_MARK) for row in rows[1:] for cell in row):
         lines.append(FEW_SAMPLES_NOTE)
     return "\n".join(lines)

@@ -67,10 +67,10 @@ def headline_sentence(summary: dict) -> str:
     parts = []
     decode = comparison["single_stream_decode"]
     if decode and decode.get("ratio") is not None:
-        n = decode["ci"] or {}
+        ci = decode["ci"] or {}
+        n = f"n={ci['n_a']}/{ci['n_b']} requests; " if ci.get("n_a") else ""
         parts.append(f"{b} decodes {stats.times_text(decode['ci'] or decode)} as fast as {a} "
-                     f"(single stream, n={n.get('n_a', '?')}/{n.get('n_b', '?')} requests; "
-                     f"{decode['text']})")
+                     f"(single stream, {n}{decode['text']})")
     else:
         row = comparison["levels"][0] if comparison["levels"] else None
         if row:

@@ -56,8 +56,8 @@ def describe_workload(result: dict) -> str:
              f"{output if output is not None else 'per-row'} output tokens",
              f"{source} prompts (seed {work.get('seed', '?')})",
              f"{requests} requests completed"]
-    if "ignore_eos" in work:
-        parts.append(f"ignore_eos {_yes(work['ignore_eos'])}")
+    if "ignore_eos" in target:
+        parts.append(f"ignore_eos {_yes(target['ignore_eos'])}")
     return "; ".join(parts)
 
 
@@ -97,7 +97,10 @@ def output_lengths(results: list[tuple[str, dict]]) -> dict | None:
     when ``ignore_eos`` is off; the fidelity answers always, in characters), and the flag."""
     rows = []
     for name, result in results:
-        may_stop = (result.get("workload") or {}).get("ignore_eos") is False
+        # A scenario phase records ignore_eos in its workload; a run, with its target.
+        eos = (result.get("workload") or {}).get("ignore_eos",
+                                                 (result.get("target") or {}).get("ignore_eos"))
+        may_stop = eos is False
         fidelity = result.get("fidelity") or {}
         tokens = requests = 0
         if may_stop:

@@ -75,7 +75,7 @@ class OpenAIHTTPTarget:
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai-http", "url": self.base, "api": self.options.api,
                 "model": self.model, "stream": self.options.stream,
-                "transport": self.options.transport,
+                "transport": self.options.transport, "ignore_eos": self.options.ignore_eos,
                 **({"simulator": True} if self.simulator else {})}
 
     def statistics(self) -> dict[str, int]:
