@@ -97,3 +97,29 @@ def test_itl_below_twice_the_clients_timing_resolution_is_not_judged():
     itl = [row for row in check["excluded"] if row["metric"] == "itl_ms_p50"]
     assert [row["level"] for row in itl] == ["concurrency 1"]
     assert "2× the client's timing resolution (15.00 ms" in itl[0]["reason"]
+
+
+@pytest.mark.integration
+def test_a_real_simulator_slowed_by_15_percent_between_a1_and_a2_is_drift(start_sim, tmp_path):
+    """Two sweeps through the CLI: A₁ against a simulator at 4 ms per token, A₂ against one
+    at 4.6 ms (15 % slower): the check calls it drift on the per-request numbers."""
+    import json
+
+    from click.testing import CliRunner
+
+    from loadgen.cli.main import cli
+    from loadgen.simulator import SimProfile
+
+    results = []
+    for name, itl_s in (("a1", 0.004), ("a2", 0.004 * 1.15)):
+        url = start_sim(SimProfile(ttft_s=0.02, itl_s=itl_s, jitter=0.01))
+        out = tmp_path / f"{name}.json"
+        run = CliRunner().invoke(cli, ["sweep", "--target", url, "--concurrency", "1,4",
+                                       "--requests", "12", "--output-tokens", "32",
+                                       "--out", str(out), "--quiet"])
+        assert run.exit_code == 0, run.output
+        results.append(json.loads(out.read_text()))
+    check = drift_check(*results, 0.05)
+    assert check["verdict"] == VERDICT_DRIFT, check["sentence"]
+    throughput = next(r for r in check["metrics"] if r["metric"] == "output_tokens_per_s")
+    assert throughput["n"] == [24, 24] and throughput["ci"]["high"] < 0.95
