@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import stats
-from .compare import LEVEL_METRICS, mismatch_line
+from .compare import LEVEL_METRICS, mismatch_line, token_fidelity_line
 
 
 def _number(value: float | None) -> str:
@@ -50,7 +50,8 @@ def format_comparison(result: dict) -> str:
                   f"  {labels[0]}: {fid['score_a']}/{fid['total']} correct, "
                   f"{labels[1]}: {fid['score_b']}/{fid['total']} correct",
                   f"  identical responses (character for character): "
-                  f"{fid['identical']}/{fid['total']}"]
+                  f"{fid['identical']}/{fid['total']}",
+                  f"  {token_fidelity_line(fid)}"]
         if fid["mismatches"]:
             lines.append(f"  {len(fid['mismatches'])} responses differ:")
             lines += [f"    {mismatch_line(m, labels)}" for m in fid["mismatches"]]

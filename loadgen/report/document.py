@@ -163,5 +163,3 @@ def target_name(target: dict) -> str:
     """What was measured: the kind of target and its SageMaker endpoint or URL."""
     parts = (target.get("kind"), target.get("endpoint") or target.get("url"))
     return " ".join(str(part) for part in parts if part) or "–"
-
-

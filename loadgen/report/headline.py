@@ -147,17 +147,17 @@ def _length_row(summary: dict, a: str, phase: dict) -> tuple[str, ...]:
 
 
 def top1_agreement(fidelity: dict) -> str | None:
-    """Top-1 token agreement from the fidelity comparison, when it has one (logprob
-    fidelity): a fraction shown as a percentage, anything else as given."""
-    value = fidelity.get("top1_agreement")
+    """Top-1 token agreement of the fidelity comparison (loadgen.fidelity_tokens), when the
+    servers returned logprobs: a fraction shown as a percentage, with its positions."""
+    tokens = fidelity.get("tokens") or {}
+    value = tokens.get("top1_agreement") if tokens.get("available") else None
     if value is None:
-        value = (fidelity.get("logprobs") or {}).get("top1_agreement")
-    if isinstance(value, dict):
-        value = value.get("overall", value.get("mean"))
+        value = fidelity.get("top1_agreement")  # an older summary's own field
     if value is None:
         return None
     if isinstance(value, (int, float)) and 0 <= value <= 1:
-        return f"{value * 100:.1f}%"
+        positions = f" of {tokens['positions']} tokens" if tokens.get("positions") else ""
+        return f"{value * 100:.1f}%{positions}"
     return str(value)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import stats
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE
-from .compare import mismatch_line
+from .compare import mismatch_line, token_fidelity_line
 from .document import (
     Bullets,
     Figure,
@@ -184,15 +184,24 @@ def per_phase_plots(summary: dict) -> Section:
     return Section("Per-phase plots", blocks)
 
 
+def _ready(phase: dict) -> str:
+    """Time to ready of the phase's server; a reused one says so (its time is the start's)."""
+    seconds = phase.get("time_to_ready_s")
+    if seconds is None:
+        return "–"
+    reused = phase["deployment"].get("server_reused")
+    return num(seconds) + (" (reused)" if reused else "")
+
+
 def phases(summary: dict) -> Section:
     price = summary["run"].get("price_per_hour")  # one price for the run: what cost uses
     rows = tuple((p["name"], num(p["checkpoint"]), target_name(p["target"]),
                   plain(instance_type(summary, p)), plain(price),
-                  num(p["started_at"]), num(p["finished_at"]),
+                  num(p["started_at"]), num(p["finished_at"]), _ready(p),
                   "simulated" if p["simulated"] else "real", p["status"])
                  for p in summary["phases"])
     headers = ("phase", "checkpoint", "target", "instance", "price $/h", "started", "finished",
-               "data", "status")
+               "ready after s", "data", "status")
     failures = tuple(f"{p['name']}: {p['error']}" for p in summary["phases"] if p["error"])
     blocks: list = [Table(headers, rows)] if rows else []
     if failures:
@@ -247,6 +256,7 @@ def fidelity(summary: dict) -> Section:
         if comparison["mismatches"]:
             blocks.append(Bullets(tuple(mismatch_line(m, labels)
                                         for m in comparison["mismatches"])))
+        blocks.append(Paragraph(token_fidelity_line(comparison)))
     return Section("Fidelity (40-question suite)", blocks)
 
 
