@@ -67,7 +67,10 @@ def num(value: Any, digits: int = 2) -> str:
 
 
 def money(value: float | None) -> str:
-    return "–" if value is None else f"${value:,.2f}"
+    """``$0.29``; below 10 cents, 4 decimals (a simulator's time-scaled $0.0149)."""
+    if value is None:
+        return "–"
+    return f"${value:,.2f}" if abs(value) >= 0.1 else f"${value:.4f}"
 
 
 def times(value: float | None) -> str:
