@@ -12,7 +12,7 @@ the single stream and every sweep level (strata):
   * a metric is "within tolerance" when its interval lies inside ±tolerance, "drift" when
     it lies wholly outside, "inconclusive" otherwise or with too few samples;
   * the verdict is "drift" when any pooled metric, or one level's decode tok/s or output
-    tok/s, drifted; "within tolerance" when the pooled decode tok/s and output tok/s
+    tok/s (at a level where the client did not flag itself saturated), drifted; "within tolerance" when the pooled decode tok/s and output tok/s
     (the primary metrics: what the study claims) are within; else "inconclusive". TPOT and
     TTFT can show drift but do not withhold a "within" (at a simulator's 20× speed-up a
     30 ms TTFT from 5 requests straddles ±5 % on a busy machine).
@@ -129,8 +129,8 @@ def drift_check(a1: dict, a2: dict, tolerance: float, *, candidate: dict | None 
         where = "all levels" if len(scope) == len(levels) else ", ".join(s[0] for s in scope)
         rows.append(_row(key, label, pooled(scope, metric, stat, invert), tolerance,
                          where or "none above timing resolution", primary))
-        detail += [_row(key, label, pooled([s], metric, stat, invert), tolerance, s[0],
-                        primary) for s in usable]
+        detail += [{**_row(key, label, pooled([s], metric, stat, invert), tolerance, s[0],
+                           primary), "votes": primary and not _saturated(s)} for s in usable]
     excluded += [{"metric": "itl_ms_p50", "label": "ITL p50 ms", "level": name,
                   "state": BELOW_RESOLUTION, "reason": reason}
                  for name, a, b in levels
@@ -156,15 +156,22 @@ def drift_check(a1: dict, a2: dict, tolerance: float, *, candidate: dict | None 
             "sentence": sentence(verdict, moved, effect, tolerance, names)}
 
 
+def _saturated(stratum: tuple[str, dict, dict]) -> bool:
+    """The client flagged itself saturated at this level in either phase: its timings hold
+    the client's own delay, so that level alone cannot call drift (the pools still count)."""
+    return any(dig(level, ("client", "saturated")) for level in stratum[1:])
+
+
 def _verdict(rows: list[dict], detail: list[dict]) -> tuple[str, bool | None]:
-    """Drift when a pooled row, or one level's primary row, lies wholly outside the
-    tolerance (a server that slowed at one load only is drift too); within when every
-    pooled primary row with an interval lies inside it; else inconclusive."""
+    """Drift when a pooled row, or one level's primary row where the client was not
+    saturated, lies wholly outside the tolerance (a server that slowed at one load only is
+    drift too); within when every pooled primary row with an interval lies inside it; else
+    inconclusive."""
     judged = [row for row in rows if row["ci"] and row["ci"].get("low") is not None]
     primary = [row["state"] for row in judged if row["primary"]]
     if not any(row["ci"] for row in rows):
         return "not measured: no metric was measured in both baseline phases", None
-    voters = judged + [row for row in detail if row["primary"]]
+    voters = judged + [row for row in detail if row["votes"]]
     if any(row["state"] == "drift" for row in voters):
         return VERDICT_DRIFT, False
     if primary and all(s == "within" for s in primary):
