@@ -11,7 +11,9 @@ tok/s of one request) or a repeat (one fixed-length generation).
 Interval. ``ratio = stat(B) / stat(A)`` where ``stat`` is the mean or a quantile. The
 95 % interval is a percentile bootstrap: each side is resampled with replacement at its
 own size (``RESAMPLES`` times, seed ``SEED``: the same data always gives the same
-interval). Several strata (load levels) pool into one ratio: the weighted geometric mean
+interval). Above ``EXPAND_MAX`` observations a side (per-token ITL) the resampling
+distribution is replaced by its normal approximation (standard error of the mean, or of a
+quantile from its order-statistic interval). Several strata (load levels) pool into one ratio: the weighted geometric mean
 of the strata's ratios, ``exp(Σ wᵢ·ln rᵢ / Σ wᵢ)`` with ``wᵢ = 2 / (1/n_Aᵢ + 1/n_Bᵢ)``,
 resampled stratum by stratum. Below ``min_samples(stat)`` observations on a side there
 is no interval ("n too small"): resampling 3 values says more about resampling than data.
@@ -42,7 +44,7 @@ SEED = 0
 PRACTICAL_THRESHOLD = 0.05  # the smallest B/A difference that matters: ±5 %
 MIN_N = 5  # fewer observations on a side: no interval
 NEED_CAP = 100_000  # "need ≈ N" above this is said as "more than"
-EXPAND_MAX = 1_000  # up to this many observations a side, resample them one by one
+EXPAND_MAX = 1_000  # up to this many a side, resample them; above, a normal approximation
 
 EQUIVALENT = "no practical difference"
 INCONCLUSIVE = "inconclusive"
@@ -104,20 +106,32 @@ def _boot(rng: np.random.Generator, samples: Samples, stat: str | float) -> np.n
             return draws.mean(axis=1)
         k = max(math.ceil(float(stat) * n), 1) - 1
         return np.partition(draws, k, axis=1)[:, k]
-    values, counts = _coarse(samples)  # thousands of per-token values: counts per group
-    draws = rng.multinomial(n, counts / n, size=RESAMPLES)
-    return _resampled(values, draws, stat)
+    return _normal_boot(rng, samples, stat)
 
 
-def _coarse(samples: Samples, groups: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """At most ``groups`` distinct values, each the count-weighted mean of adjacent values
-    holding about 1/groups of the observations (resampling cost grows with distinct values)."""
-    if len(samples.values) <= groups:
-        return samples.values, samples.counts
-    edges = np.searchsorted(samples.counts.cumsum(), np.linspace(0, samples.n, groups + 1)[1:-1])
-    parts = zip(np.split(samples.values, edges), np.split(samples.counts, edges))
-    grouped = [(float((v * c).sum() / c.sum()), int(c.sum())) for v, c in parts if c.sum()]
-    return np.array([v for v, _ in grouped]), np.array([c for _, c in grouped])
+def _normal_boot(rng: np.random.Generator, samples: Samples, stat: str | float) -> np.ndarray:
+    """Thousands of observations (per-token ITL): the resampling distribution's normal
+    approximation, centred on the statistic: the mean's standard error s/√n, or a
+    quantile's from its order-statistic interval (ranks n·q ± z·√(n·q·(1 − q))), in logs."""
+    n, point = samples.n, statistic(samples, stat)
+    z = _z(CONFIDENCE)
+    if stat == "mean":
+        var = float(((samples.values - point) ** 2 * samples.counts).sum() / (n - 1))
+        return point + math.sqrt(var / n) * rng.standard_normal(RESAMPLES)
+    q = float(stat)
+    half = z * math.sqrt(n * q * (1 - q))
+    cumulative = samples.counts.cumsum()
+    low_i, high_i = (int(np.searchsorted(cumulative, max(min(r, n), 1)))
+                     for r in (n * q - half, n * q + half))
+    low, high = samples.values[low_i], samples.values[min(high_i, len(samples.values) - 1)]
+    if low <= 0 or point <= 0:
+        return np.full(RESAMPLES, point)
+    se_log = (math.log(high) - math.log(low)) / (2 * z)
+    return np.exp(math.log(point) + se_log * rng.standard_normal(RESAMPLES))
+
+
+def _z(confidence: float) -> float:
+    return {0.95: 1.959964, 0.99: 2.575829}.get(confidence, 1.959964)
 
 
 def ratio_interval(pairs: Sequence[tuple[Samples | None, Samples | None]],
@@ -220,7 +234,7 @@ def _need(ci: dict, threshold: float) -> int | None:
     n = min(ci["n_a"], ci["n_b"]) / max(ci.get("strata", 1), 1)
     if not se or se <= 0 or ci["ratio"] is None:
         return None
-    z = 1.959964 if ci["confidence"] == 0.95 else 2.575829
+    z = _z(ci["confidence"])
     margin = abs(abs(math.log(ci["ratio"])) - math.log(1 + threshold))
     if margin < 1e-9:
         return NEED_CAP + 1
