@@ -123,3 +123,18 @@ def test_a_real_simulator_slowed_by_15_percent_between_a1_and_a2_is_drift(start_
     assert check["verdict"] == VERDICT_DRIFT, check["sentence"]
     throughput = next(r for r in check["metrics"] if r["metric"] == "output_tokens_per_s")
     assert throughput["n"] == [24, 24] and throughput["ci"]["high"] < 0.95
+
+
+def test_a_client_too_busy_for_its_requests_is_not_evidence():
+    """Event-loop lag p90 above 5 % of a request's e2e at every level of A₁: the drift check
+    says it cannot judge, instead of calling the client's own delay drift."""
+    a1, a2 = _phase(0), _phase(2, slowdown=0.7)  # "faster" A₂: the busy A₁ client's delay
+    levels = [a1["measurements"]["single_stream"], *a1["measurements"]["sweep"]]
+    for level in levels:
+        level["client"]["loop_lag_ms"]["p90"] = level["e2e_ms"]["mean"] * 0.2
+        level["itl_ms"]["p50"] = 0.0  # and its tokens came in bunches
+    check = drift_check(a1, a2, 0.05)
+    assert check["ok"] is None and check["verdict"].startswith("inconclusive: no metric")
+    reasons = [row["reason"] for row in check["excluded"]
+               if row["metric"] == "output_tokens_per_s"]
+    assert len(reasons) == 4 and "the client's event loop lagged" in reasons[0]

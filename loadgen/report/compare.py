@@ -107,6 +107,9 @@ def timing_resolution_ms(level: dict) -> float | None:
     return max(figures) if figures else None
 
 
+# Metrics of whole requests: not evidence when the client's own lag is a visible share of
+# a request (then a busy client, not the server, sets them).
+WHOLE_REQUEST = ("output_tokens_per_s", "requests_per_s", "e2e_ms_p50")
 # Metrics timed token by token: the client's read timing is in them.
 PER_TOKEN = ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "decode_tokens_per_s",
              "tpot_ms_mean")
@@ -116,8 +119,15 @@ def below_resolution(level: dict, key: str) -> str | None:
     """Why ``key`` of this level is not evidence, or None. Per-token metrics are not when
     tokens arrived several per socket read (ITL p50 of 0: the client read them late, in
     bunches, so which read a token fell in decides its time); an ITL p50 also not when it
-    is below RESOLUTION_FACTOR × the level's timing resolution. Numbers from whole
-    requests (e2e, throughput) stay evidence."""
+    is below RESOLUTION_FACTOR × the level's timing resolution. Numbers from whole requests
+    (e2e, throughput) are not when the client's event-loop lag p90 exceeds the practical
+    threshold's share of the mean e2e."""
+    if key in WHOLE_REQUEST:
+        lag, e2e = dig(level, ("client", "loop_lag_ms", "p90")), dig(level, ("e2e_ms", "mean"))
+        if isinstance(lag, (int, float)) and e2e and lag > stats.PRACTICAL_THRESHOLD * e2e:
+            return (f"the client's event loop lagged {lag:.1f} ms (p90), more than "
+                    f"{stats.PRACTICAL_THRESHOLD * 100:g} % of a request's {e2e:.0f} ms")
+        return None
     if key not in PER_TOKEN:
         return None
     if dig(level, ("itl_ms", "p50")) == 0:

@@ -40,6 +40,8 @@ VERDICT_OK = "within tolerance"
 VERDICT_DRIFT = "drift: the difference may not be the checkpoint"
 VERDICT_INCONCLUSIVE = "inconclusive: too few samples to tell drift from noise"
 NOT_MEASURED = "not measured: repeat the baseline phase (A-B-A) to check drift"
+VERDICT_UNRESOLVED = ("inconclusive: no metric was measured above the client's timing "
+                      "resolution in both baseline phases (see the reasons)")
 # TTFT is judged where no request waits for another: under load it depends on how the
 # requests happened to line up into batches (a property of the schedule, not the server).
 UNLOADED = ("single stream", "concurrency 1")
@@ -170,7 +172,7 @@ def _verdict(rows: list[dict], detail: list[dict]) -> tuple[str, bool | None]:
     judged = [row for row in rows if row["ci"] and row["ci"].get("low") is not None]
     primary = [row["state"] for row in judged if row["primary"]]
     if not any(row["ci"] for row in rows):
-        return "not measured: no metric was measured in both baseline phases", None
+        return VERDICT_UNRESOLVED, None
     voters = judged + [row for row in detail if row["votes"]]
     if any(row["state"] == "drift" for row in voters):
         return VERDICT_DRIFT, False
