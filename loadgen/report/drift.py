@@ -139,23 +139,33 @@ def drift_check(a1: dict, a2: dict, tolerance: float, *, candidate: dict | None 
                  for reason in [below_resolution(a, "itl_ms_p50")
                                 or below_resolution(b, "itl_ms_p50")] if reason]
     verdict, ok = _verdict(rows, detail)
-    # The baseline's movement and the effect, on the first primary metric measured.
-    moved = next((row for row in rows if row["primary"] and row["ci"]
-                  and row["ci"].get("ratio") is not None), None)
-    effect = None
-    if candidate is not None and moved is not None:
-        key, _, metric, stat, invert, _ = next(m for m in DRIFT_METRICS if m[0] == moved["metric"])
-        usable = {s[0] for s in resolved(strata(a1, candidate), key)[0]}
-        same = [s for s in resolved(levels, key)[0] if s[0] in usable]  # same levels
-        if key == "decode_tokens_per_s" and same:
-            effect = pooled([(name, a, c) for name, a, c in strata(a1, candidate)
-                             if name in {s[0] for s in same}], metric, stat, invert)
+    # The baseline's movement beside the effect, on the first primary metric that has both
+    # (else the first that has the movement).
+    measured = [row for row in rows if row["primary"] and row["ci"]
+                and row["ci"].get("ratio") is not None]
+    pairs = [(row, _effect(a1, candidate, row, levels)) for row in measured]
+    moved, effect = next(((r, e) for r, e in pairs if e is not None),
+                         pairs[0] if pairs else (None, None))
     return {"tolerance": tolerance, "verdict": verdict, "ok": ok,
             "state": {True: "within", False: "drift", None: "inconclusive"}[ok],
             "metrics": rows, "levels": detail, "excluded": excluded,
             "baseline_moved": moved["ci"] if moved else None,
             "moved_metric": moved["label"] if moved else None, "effect": effect,
             "sentence": sentence(verdict, moved, effect, tolerance, names)}
+
+
+def _effect(a1: dict, candidate: dict | None, moved: dict,
+            levels: list[tuple[str, dict, dict]]) -> dict | None:
+    """B/A₁ on ``moved``'s metric, over the levels both comparisons can judge."""
+    if candidate is None:
+        return None
+    key, _, metric, stat, invert, _ = next(m for m in DRIFT_METRICS if m[0] == moved["metric"])
+    judged = {s[0] for s in resolved(levels, key)[0]}
+    same = [s for s in resolved(strata(a1, candidate), key)[0] if s[0] in judged]
+    if not same:
+        return None
+    effect = pooled(same, metric, stat, invert)
+    return effect if effect and effect.get("ratio") is not None else None
 
 
 def _saturated(stratum: tuple[str, dict, dict]) -> bool:
