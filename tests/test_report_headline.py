@@ -188,8 +188,9 @@ def test_report_labels_name_the_phases_in_study_order(tmp_path):
 
 
 def test_study_phases_send_the_same_prompts_in_the_same_order():
+    from loadgen.load import StopRule
     from loadgen.scenario import load_scenario
-    from loadgen.scenario.phase import Measurer
+    from loadgen.scenario.phase import Endpoint, Measurer
 
     scenario = load_scenario("scenarios/demo-simulated.yaml")
 
@@ -198,9 +199,10 @@ def test_study_phases_send_the_same_prompts_in_the_same_order():
             pass
 
     def texts(phase, measurement):
-        measurer = Measurer(scenario, phase, None, _Doc(), None, print)
-        source = measurer._prompts(128, measurement)
-        return [source.prompt(i).text for i in range(6)]
+        endpoint = Endpoint("http://127.0.0.1:8000", {})
+        measurer = Measurer(scenario, phase, endpoint, _Doc(), None, print)
+        config = measurer._config(4, StopRule(requests=8), 128, measurement)
+        return [config.prompts.prompt(i).text for i in range(6)]
 
     a1, b, a2 = scenario.phases
     assert texts(a1, "sweep-c4") == texts(b, "sweep-c4") == texts(a2, "sweep-c4")

@@ -122,7 +122,7 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
                                 if p["checkpoint"]))
     name = run.get("scenario") or run.get("name") or " vs ".join(served) or "benchmark"
     parts = [headline.answer(summary), sections.overlaid_plots(summary),
-             *sections.level_tables(summary), sections.workload(summary),
+             *sections.level_tables(summary), sections.turns(summary), sections.workload(summary),
              sections.phases(summary), sections.goodput(summary), sections.fidelity(summary),
              sections.drift(summary), sections.deployment(summary), sections.client(summary),
              sections.per_phase_plots(summary), sections.metadata(summary)]

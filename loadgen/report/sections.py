@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import stats
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE
 from .compare import mismatch_line, token_fidelity_line
+from .turns import turn_table
 from .document import (
     Bullets,
     Figure,
@@ -172,6 +173,12 @@ def drift(summary: dict) -> Section:
 
 def _n(row: dict) -> str:
     return "–" if not row.get("n") else f"{row['n'][0]}/{row['n'][1]}"
+
+
+def turns(summary: dict) -> Section:
+    """Multi-turn runs: a row per level and turn number (loadgen.report.turns)."""
+    title, note, headers, rows = turn_table(summary, num)
+    return Section(title, [Paragraph(note), Table(headers, rows)] if rows else [])
 
 
 def per_phase_plots(summary: dict) -> Section:

@@ -30,21 +30,20 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ..api import OpenedTarget, make_target, open_for_runs, run_on
-from ..config import RequestOptions, Timeouts
+from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
-from ..load import ConstantConcurrency, StopRule
+from ..load import StopRule
 from ..metrics import e2e_ns
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
-from ..runconfig import RunConfig, TargetConfig
+from ..runconfig import RunConfig, build_run
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
 from .schema import Phase, Scenario
 
 COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"
-PROMPT_SEED = 0  # the study's prompts: the same in every phase
 Log = Callable[[str], None]
 
 
@@ -92,7 +91,7 @@ class PhaseDoc:
             "temperature": r.temperature,
             "prompts": (f"{r.prompts} ({len(texts)} prompts, in order)" if r.prompts
                         else "synthetic"),
-            "seed": PROMPT_SEED, "paired": True,
+            "seed": r.seed, "paired": True,
             "single_stream": (dataclasses.asdict(m.single_stream)
                               if m.single_stream.enabled else None),
             "fixed_length": (dataclasses.asdict(m.fixed_length)
@@ -138,12 +137,18 @@ class Endpoint:
         return {k: v for k, v in self.sagemaker.items() if v is not None}
 
 
-def request_options(scenario: Scenario, phase: Phase) -> RequestOptions:
-    r = scenario.request
-    return RequestOptions(api=r.api, model=phase.model, stream=r.stream,
-                          temperature=r.temperature, ignore_eos=r.ignore_eos,
-                          continuous_usage=r.continuous_usage, api_key_env=r.api_key_env,
-                          timeouts=Timeouts(r.connect_timeout, r.timeout, r.idle_timeout))
+def run_values(scenario: Scenario, phase: Phase, endpoint: Endpoint, **more: Any) -> dict:
+    """The run options of one of the phase's runs: the ``request:`` section's, the phase's
+    model and server, and the measurement's own (``more``)."""
+    values = {**scenario.request.values, "target": endpoint.url, **endpoint.options(),
+              **more}
+    if phase.model is not None:
+        values["model"] = phase.model
+    return values
+
+
+def request_options(scenario: Scenario, phase: Phase, endpoint: Endpoint) -> RequestOptions:
+    return build_run(run_values(scenario, phase, endpoint), where="scenario key").options
 
 
 class Measurer:
@@ -154,26 +159,30 @@ class Measurer:
                  control: RunControl, log: Log) -> None:
         self.scenario, self.phase, self.endpoint = scenario, phase, endpoint
         self.doc, self.control, self.log = doc, control, log
-        self.options = request_options(scenario, phase)
+        self.options = request_options(scenario, phase, endpoint)
         base = Path(scenario.path).parent if scenario.path else Path(".")
         prompts = scenario.request.prompts
         self.texts = load_prompt_file(base / prompts) if prompts else ()
         doc.describe_workload(scenario, self.texts)
 
-    def _prompts(self, output_tokens: int, measurement: str) -> PromptSource:
-        """Paired prompts: every phase sends the same prompts in the same order for a
-        measurement (the salt names the study and the measurement, not the run), and no
-        two measurements of a phase share one (a prefix cache must not carry over)."""
-        salt = f"{self.scenario.name}/{measurement}/"
-        return PromptSource(self.scenario.request.input_tokens, output_tokens,
-                            texts=self.texts, seed=PROMPT_SEED, salt=salt)
-
     def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
                 measurement: str, workers: int = 1) -> RunConfig:
-        return RunConfig(loads=(ConstantConcurrency(concurrency),), stop=stop,
-                         target=TargetConfig(self.endpoint.url, **self.endpoint.options()),
-                         options=self.options,
-                         prompts=self._prompts(output_tokens, measurement), workers=workers)
+        """One measurement's run: built from the same run options as every front door's.
+        Paired prompts: every phase sends the same prompts in the same order for a
+        measurement (synthetic ones salted by the study and the measurement, not the run),
+        and no two measurements of a phase share them (a prefix cache must not carry over)."""
+        config = build_run(run_values(self.scenario, self.phase, self.endpoint,
+                                      concurrency=(concurrency,), output_tokens=output_tokens,
+                                      workers=workers), where="scenario key")
+        if self.texts:  # the legacy ``prompts:`` file, read relative to the scenario
+            prompts = PromptSource(config.workload.input_tokens, output_tokens,
+                                   texts=self.texts)
+        else:
+            prompts = config.workload.prompt_source()
+            if getattr(prompts, "salt", False) is None:
+                prompts = dataclasses.replace(prompts,
+                                              salt=f"{self.scenario.name}/{measurement}/")
+        return dataclasses.replace(config, stop=stop, prompts=prompts)
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
