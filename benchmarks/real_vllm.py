@@ -57,6 +57,7 @@ def main() -> int:
     if made.returncode != 0:
         print(made.stderr.strip().splitlines()[-1], file=sys.stderr)
         return made.returncode
+    args.work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         report_path = Path(scratch) / "report.json"
         load_before, began = os.getloadavg(), time.monotonic()
@@ -69,7 +70,7 @@ def main() -> int:
         # A --basetemp of its own: other pytest runs on this machine prune the shared
         # /tmp/pytest-of-USER directories, the engine's log with them.
         tests = subprocess.run([sys.executable, "-m", "pytest", "tests/test_real_vllm.py",
-                                "-m", "real_vllm", "-q", "-p", "no:cacheprovider",
+                                "-m", "real_vllm", "-q", "--tb=short", "-p", "no:cacheprovider",
                                 f"--basetemp={args.work_dir / 'real-vllm-pytest'}"],
                                cwd=REPO, env=env)
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
@@ -100,7 +101,8 @@ def print_table(report: dict) -> None:
     print(f"\nReal vLLM engine {report.get('version', '?')} (CPU build), {machine['date']}, "
           f"{machine['cpus']} CPUs, load average {machine['load_before'][0]} before / "
           f"{machine['load_after'][0]} after, {machine['wall_s']} s in all")
-    print(f"time to ready: {report.get('time_to_ready_s')} s (loadgen's server manager)")
+    print(f"time to ready: {report.get('time_to_ready_s')} s (loadgen's server manager); "
+          f"log: {report.get('log')}")
     for key, value in (report.get("facts") or {}).items():
         print(f"  {key:36} {value}")
     rows = report.get("levels") or []
