@@ -120,9 +120,13 @@ def spec_problems(values: Mapping[str, Any]) -> list[str]:
         value = given[key]
         if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
             problems.append(f"the {name} must be a positive number of seconds, got {value!r}")
-    for name in given["env"]:
+    for name, value in given["env"].items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             problems.append(f"environment variable name {name!r} is not a valid name")
+        elif "\x00" in str(value):
+            problems.append(f"environment variable {name} contains a NUL character")
+    if model is not None and "\x00" in model:
+        problems.append("the model contains a NUL character")
     return problems
 
 
