@@ -174,9 +174,11 @@ class OpenAIHTTPTarget:
                                  f"sending to model {self.model!r} as --model says")
             return
         if status == 401:
-            hint = ("the key in ${} was rejected".format(self.options.api_key_env) if self._api_key
-                    else "set ${} (or name another variable with --api-key-env)".format(
-                        self.options.api_key_env))
+            key_env = self.options.api_key_env
+            hint = (f"the key in ${key_env} was rejected" if self._api_key
+                    else f"set ${key_env} (or name another variable with --api-key-env)"
+                    if key_env else "no API key was sent (no api_key_env; an MCP server "
+                    "sends one only from a variable allowed with --allow-env)")
             raise AuthError(f"{self.base} requires an API key (HTTP 401): {hint}")
         try:
             models = [m["id"] for m in orjson.loads(body)["data"]] if status == 200 else None
