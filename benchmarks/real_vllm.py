@@ -53,7 +53,7 @@ def main() -> int:
               "at a time on this machine: stop it first", file=sys.stderr)
         return 2
     made = subprocess.run([args.python, str(REPO / "scripts" / "make-tiny-model"),
-                           str(args.model_dir)], capture_output=True, text=True)
+                           str(args.model_dir)], check=False, capture_output=True, text=True)
     if made.returncode != 0:
         print(made.stderr.strip().splitlines()[-1], file=sys.stderr)
         return made.returncode
@@ -72,7 +72,7 @@ def main() -> int:
         tests = subprocess.run([sys.executable, "-m", "pytest", "tests/test_real_vllm.py",
                                 "-m", "real_vllm", "-q", "--tb=short", "-p", "no:cacheprovider",
                                 f"--basetemp={args.work_dir / 'real-vllm-pytest'}"],
-                               cwd=REPO, env=env)
+                               cwd=REPO, env=env, check=False)
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["machine"] = {"load_before": [round(x, 2) for x in load_before],
                          "load_after": [round(x, 2) for x in os.getloadavg()],
@@ -91,7 +91,8 @@ def main() -> int:
 
 def other_engine() -> str | None:
     """The pid of a running vLLM OpenAI server on this machine, if any."""
-    found = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], check=False, capture_output=True,
+                           text=True)
     pids = [p for p in found.stdout.split() if int(p) != os.getpid()]
     return ", ".join(pids) or None
 
