@@ -79,9 +79,9 @@ def main() -> int:
                          "cpus": os.cpu_count(), "wall_s": round(time.monotonic() - began, 1),
                          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     report["tests_exit_code"] = tests.returncode
-    print_table(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
+    print_table(report)
     left = other_engine()
     if left:
         print(f"real_vllm.py: a vLLM process is still running ({left})", file=sys.stderr)
@@ -112,18 +112,30 @@ def print_table(report: dict) -> None:
               f"{'prompt: loadgen':>15} {'vLLM':>6} | {'TTFT ms: loadgen':>16} {'vLLM':>7} | "
               f"{'e2e ms: loadgen':>15} {'vLLM':>7} | {'TPOT ms':>7} {'vLLM ITL':>8}")
         for row in rows:
-            print(f"{row['concurrency']:>7} {row['requests']:>4} | "
-                  f"{row['loadgen_output_tokens']:>15} {row['vllm_generation_tokens']:>6.0f} "
-                  f"{row['loadgen_chunks']:>6} | {row['loadgen_prompt_tokens']:>15} "
-                  f"{row['vllm_prompt_tokens']:>6.0f} | {row['ttft_ms']['loadgen']:>16.1f} "
-                  f"{row['ttft_ms']['vllm']:>7.1f} | {row['e2e_ms']['loadgen']:>15.1f} "
-                  f"{row['e2e_ms']['vllm']:>7.1f} | {row['tpot_ms']['loadgen']:>7.1f} "
-                  f"{row['tpot_ms']['vllm_itl']:>8.1f}")
+            cells = [row["concurrency"], row["requests"], row["loadgen_output_tokens"],
+                     row["vllm_generation_tokens"], row["loadgen_chunks"],
+                     row["loadgen_prompt_tokens"], row["vllm_prompt_tokens"],
+                     row["ttft_ms"]["loadgen"], row["ttft_ms"]["vllm"],
+                     row["e2e_ms"]["loadgen"], row["e2e_ms"]["vllm"],
+                     row["tpot_ms"]["loadgen"], row["tpot_ms"]["vllm_itl"]]
+            text = [_cell(value) for value in cells]
+            print(f"{text[0]:>7} {text[1]:>4} | {text[2]:>15} {text[3]:>6} {text[4]:>6} | "
+                  f"{text[5]:>15} {text[6]:>6} | {text[7]:>16} {text[8]:>7} | "
+                  f"{text[9]:>15} {text[10]:>7} | {text[11]:>7} {text[12]:>8}")
     if "prefix_cache_hits" in report:
         print(f"\nprefix-cache hits (tokens): {report['prefix_cache_hits']}")
     if "fidelity" in report:
         print(f"fidelity, the engine against itself: {report['fidelity']}")
     print(f"checks: {'all passed' if report['tests_exit_code'] == 0 else 'FAILED (see above)'}")
+
+
+def _cell(value: object) -> str:
+    """A number as the table shows it: counts whole, times to 0.1 ms; None as "-"."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() else f"{value:.1f}"
+    return str(value)
 
 
 if __name__ == "__main__":
