@@ -28,6 +28,7 @@ and those below it):
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -112,3 +113,30 @@ def test_no_module_over_400_lines():
             if not module.startswith(SIZE_EXEMPT)
             and (lines := len(path.read_text().splitlines())) > 400}
     assert over == {}
+
+
+def _layout_names() -> list[str]:
+    """The modules and packages README's "Layout" block names at the start of its
+    ``loadgen/`` lines, in order."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    names = []
+    for line in block.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            for token in line.split():
+                if not re.fullmatch(r"\w+(\.py|/)", token):
+                    break
+                names.append(token)
+    return names
+
+
+def test_readme_layout_names_every_module_in_layer_order():
+    tree = {path.name + ("/" if path.is_dir() else "")
+            for path in (ROOT / "loadgen").iterdir()
+            if path.name not in ("__init__.py", "__pycache__", "py.typed")}
+    named = _layout_names()
+    assert sorted(named) == sorted(tree)
+    modules = [f"loadgen.{name.removesuffix('.py').removesuffix('/')}" for name in named
+               if name != "data/"]
+    ranks = [layer_of(module) for module in modules]
+    assert ranks == sorted(ranks), "README's Layout lists a module before a lower layer"
