@@ -91,14 +91,29 @@ def test_only_the_cli_imports_click_or_cloup():
     assert found == []
 
 
+_WORKER_CHILD = """
+import os, sys
+from multiprocessing import Pipe
+
+import loadgen.workers.worker
+from loadgen.targets.factory import make_target
+from loadgen.workers.processes import child_main
+
+make_target("http://127.0.0.1:9")  # the transport a worker builds (not opened)
+parent, child = Pipe()
+parent.close()  # the parent is gone: the child returns at its first read
+child_main(os.dup(child.fileno()))
+print(sorted(m for m in sys.modules
+             if m.split(".")[0] in ("click", "cloup") or m.startswith("loadgen.cli")))
+"""
+
+
 def test_a_worker_process_does_not_load_the_cli():
-    """What a worker process (``python -m loadgen.workers FD``) imports before its first
-    message: the worker, its process loop and the transports it may build."""
-    code = ("import sys, loadgen.workers.__main__, loadgen.workers.worker, "
-            "loadgen.targets.factory, loadgen.targets.openai_http\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('click', 'cloup') "
-            "or m.startswith('loadgen.cli')))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+    """A fresh interpreter imports ``loadgen.workers.worker``, builds a target and runs a
+    worker process's entry point (``python -m loadgen.workers FD``) up to its first read:
+    neither click, cloup nor ``loadgen.cli`` is loaded (its event loop runner came from
+    the CLI once)."""
+    done = subprocess.run([sys.executable, "-c", _WORKER_CHILD], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
