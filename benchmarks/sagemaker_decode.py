@@ -141,8 +141,9 @@ def end_to_end(tokens: int, concurrency: int) -> dict:
     servers = {
         "sagemaker": [sys.executable, "-m", "tests.helpers.sagemaker_server", "--coalesce", "0",
                       "--max-cuts", "0"],
-        "http": [sys.executable, "-m", "loadgen.simulator", "--port", "0", "--ttft-ms", "0",
-                 "--itl-ms", "0", "--max-num-seqs", "1024", "--events-per-write", "1"],
+        "http": [sys.executable, "-m", "loadgen.cli", "mock-server", "--port", "0",
+                 "--ttft-ms", "0", "--itl-ms", "0", "--max-num-seqs", "1024",
+                 "--events-per-write", "1"],
     }
     results = {}
     for name, command in servers.items():
