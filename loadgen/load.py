@@ -131,12 +131,10 @@ class ConstantConcurrency:
     def split(self, stop: "StopRule", share: "Share") -> "tuple[Load, StopRule] | None":
         """Worker ``share``'s streams (an even share) and its part of the request, warm-up
         and rate counts (in proportion to its streams); None when it has nothing to do."""
-        from .engine.share import Share
-
         streams = even_share(self.concurrency, share)
         if streams == 0:
             return None
-        before = sum(even_share(self.concurrency, Share(j, share.count))
+        before = sum(even_share(self.concurrency, dataclasses.replace(share, index=j))
                      for j in range(share.index))
 
         def part(total: int) -> int:
