@@ -24,7 +24,7 @@ from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
-from .runconfig import RunConfig, TargetConfig, Workers
+from .runconfig import CloudWatchSettings, RunConfig, TargetConfig, Workers
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import Exports, WorkloadSettings
@@ -203,7 +203,8 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                  prompts: PromptSource | None = None,
                  workload: WorkloadSettings | None = None,
                  server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
-                 ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
+                 ray: str | None = None, cloudwatch: CloudWatchSettings | None = None,
+                 **sagemaker_options: Any) -> RunConfig:
     """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
     if stop is None:
         raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
@@ -217,7 +218,8 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
     return RunConfig(loads=tuple(loads), stop=stop,
                      target=TargetConfig(target, **sagemaker_options),
                      options=options or RequestOptions(), prompts=prompts,
-                     workload=workload or WorkloadSettings(), ray=ray, **defaults)
+                     workload=workload or WorkloadSettings(), ray=ray,
+                     cloudwatch=cloudwatch or CloudWatchSettings(), **defaults)
 
 
 async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
@@ -232,6 +234,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                 server_metrics_interval_s: float | None = _UNSET,
                 workers: Workers = _UNSET, ray: str | None = None,
                 config: RunConfig | None = None, log: Callable[[str], None] | None = None,
+                cloudwatch: CloudWatchSettings | None = None,
                 **sagemaker_options) -> Results:
     """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
     ``"simulator"`` (the built-in simulator, in a child process).
@@ -265,10 +268,12 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
         config = build_config(url, loads=loads, stop=stop,
                               options=options, prompts=prompts, workload=workload,
                               server_metrics_interval_s=server_metrics_interval_s,
-                              workers=workers, ray=ray, **sagemaker_options)
+                              workers=workers, ray=ray, cloudwatch=cloudwatch,
+                              **sagemaker_options)
     else:
         keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
                     "prompts": prompts, "workload": workload, "ray": ray, **sagemaker_options,
+                    "cloudwatch": cloudwatch,
                     "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
         given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
         if given:
@@ -320,6 +325,19 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                             on_level=on_level, on_start=on_start, log=log, levels=levels)
 
 
+def level_metrics_fetcher(target: dict[str, Any], settings: CloudWatchSettings,
+                          control: RunControl) -> Any:
+    """For a ``sagemaker://`` target: what reads each level's endpoint metrics from
+    CloudWatch (:class:`loadgen.aws.level_metrics.LevelMetricsFetcher`); None otherwise."""
+    if target.get("kind") != "sagemaker":
+        return None
+    from .aws.level_metrics import LevelMetricsFetcher
+
+    fetcher = LevelMetricsFetcher(target, settings)
+    control.on_stop(fetcher.stop)  # Ctrl-C: keep what has arrived
+    return fetcher
+
+
 def _scaled(config: RunConfig) -> bool:
     """Whether worker processes (or Ray actors) generate the load."""
     return config.worker_count() > 1 or config.ray is not None
@@ -361,6 +379,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         if pool is not None:
             result.extra["workers"] = pool.describe()
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
+        cloudwatch = level_metrics_fetcher(opened.target.describe(), config.cloudwatch, control)
         stream = PromptStream(prompts)
         measure = functools.partial(
             _measure_level, sample_url=sample_url,
@@ -385,12 +404,16 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             else:
                 level = await measure(opened.target, load, on_progress=progress)
             exports.end_level()
+            if cloudwatch is not None:
+                cloudwatch.start(level)  # in the background: the next level goes on
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
             if out is not None:
                 result.save(out)
             if on_level:
                 on_level(level)
+        if cloudwatch is not None:
+            await cloudwatch.finish(log)
         result.target = opened.target.describe()
         result.finished_at = now_iso()
         result.partial = (control.stopped or len(result.levels) < len(levels)

@@ -82,6 +82,23 @@ class TargetConfig:
 
 
 @dataclass(frozen=True)
+class CloudWatchSettings:
+    """``sagemaker://`` runs: reading each level's endpoint metrics from CloudWatch
+    (:mod:`loadgen.aws.level_metrics`). CloudWatch publishes them a minute or more late."""
+
+    wait_s: float = 90.0  # --cloudwatch-wait: most seconds after a level to wait (0: skip)
+    endpoint_url: str | None = None  # --cloudwatch-endpoint-url (VPC endpoint, emulator)
+    poll_s: float = 5.0  # between two GetMetricData polls while waiting
+    period_s: int = 10  # the data points' period (the finest SageMaker publishes)
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.wait_s <= 3600):  # also refuses NaN
+            raise ConfigError(f"--cloudwatch-wait must be 0 to 3600 seconds (got {self.wait_s})")
+        if not (0 < self.poll_s <= 600):
+            raise ConfigError(f"CloudWatch poll interval must be > 0 and <= 600 s (got {self.poll_s})")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A whole run: target, request options, prompts, load levels and their stop rule.
 
@@ -99,12 +116,15 @@ class RunConfig:
     server_metrics_interval_s: float | None = 1.0  # None: don't sample vLLM /metrics
     workers: Workers = 1
     ray: str | None = None
+    cloudwatch: CloudWatchSettings = CloudWatchSettings()
 
     def __post_init__(self) -> None:
         if not self.loads:
             raise ConfigError("give at least one load level (--concurrency or --rate)")
         object.__setattr__(self, "loads", tuple(self.loads))
         self.target.check()
+        if self.cloudwatch.endpoint_url and not self.target.is_sagemaker:
+            raise ConfigError("--cloudwatch-endpoint-url only applies to sagemaker:// targets")
         check_workers(self.workers)
 
     def with_target(self, url: str) -> "RunConfig":
@@ -166,5 +186,5 @@ def auto_workers(loads: Sequence[Load], cores: int) -> int:
     return max(1, min(cores - 1, needed))
 
 
-__all__ = ["RunConfig", "TargetConfig", "DEFAULT_REQUESTS", "default", "parse_workers",
+__all__ = ["RunConfig", "TargetConfig", "CloudWatchSettings", "DEFAULT_REQUESTS", "default", "parse_workers",
            "auto_workers", "ArrivalRate", "ConstantConcurrency", "StopRule"]

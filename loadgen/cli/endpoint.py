@@ -30,9 +30,11 @@ from ..aws import (
     parse_env,
 )
 from ..aws.logs import endpoint_facts_now
+from ..aws.metrics_config import PUBLISH_FREQUENCIES_S, EndpointMetricsConfig
 from ..aws.record import DELETED
 from ..aws.resources import Teardown
 from ..errors import AwsError, ConfigError
+from ..runconfig import default
 from ..vllm.facts import ServerFacts, facts_from_log_file, parse_startup_log
 from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
@@ -66,7 +68,9 @@ class StatusLine:
 
     def __call__(self, status: str, elapsed_s: float) -> None:
         text = f"{self.label}: {status} ({_duration(elapsed_s)})"
-        if self.tty:
+        if status.startswith("warning:"):  # its own line, never overwritten
+            self.stream.write(("\r\x1b[K" if self.tty else "") + status + "\n")
+        elif self.tty:
             self.stream.write("\r\x1b[K" + text)
         elif status != self.last:
             self.stream.write(text + "\n")
@@ -195,6 +199,16 @@ def _offer_teardown(record: Path, yes: bool, why: str, poll_s: float) -> bool:
     click.option("--inference-ami-version", help="e.g. al2-ami-sagemaker-inference-gpu-3-1 (driver/CUDA version)."),
 )
 @cloup.option_group(
+    "CloudWatch metrics (the endpoint config's MetricsConfig)",
+    click.option("--metrics-frequency", type=click.Choice([str(s) for s in PUBLISH_FREQUENCIES_S]),
+                 default=str(default(EndpointMetricsConfig, "frequency_s")), metavar="S",
+                 help="Seconds between the endpoint's CloudWatch data points (enhanced metrics on; "
+                      "10, 30, 60, 120, 180, 240 or 300)."),
+    click.option("--detailed-observability/--no-detailed-observability",
+                 default=default(EndpointMetricsConfig, "detailed_observability"),
+                 help="Also publish the container's own /metrics (vLLM's) to CloudWatch (more cost)."),
+)
+@cloup.option_group(
     "Waiting",
     click.option("--wait-timeout", type=float, default=3600.0, metavar="S",
                  help="Give up waiting for InService after this many seconds."),
@@ -215,14 +229,15 @@ def _offer_teardown(record: Path, yes: bool, why: str, poll_s: float) -> bool:
 @one_line_errors
 def deploy(name: str, image: str, model_id: str | None, env_items: tuple[str, ...], instance_type: str,
            instance_count: int, role: str, startup_timeout: int | None, inference_ami_version: str | None,
-           tag_items: tuple[str, ...], wait_timeout: float, poll_interval: float, facts_wait: float,
-           record: Path | None, yes: bool,
+           tag_items: tuple[str, ...], metrics_frequency: str, detailed_observability: bool,
+           wait_timeout: float, poll_interval: float, facts_wait: float, record: Path | None, yes: bool,
            as_json: bool, region: str | None, endpoint_url: str | None) -> None:
     """Create model, endpoint config and endpoint; wait for InService; record the time and facts."""
     spec = DeploySpec(
         name=name, image=image, role_arn=role, model_id=model_id, environment=parse_env(env_items),
         instance_type=instance_type, instance_count=instance_count, startup_timeout_s=startup_timeout,
         inference_ami_version=inference_ami_version, tags=parse_tags(tag_items),
+        metrics=EndpointMetricsConfig(int(metrics_frequency), detailed_observability),
     )
     spec.validate()
     record = record or Path(f"{name}.deployment.json")

@@ -31,7 +31,7 @@ from ..load import (
 from ..progress import PlainProgress, make_progress, run_header
 from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
-from ..runconfig import RunConfig, TargetConfig, parse_workers
+from ..runconfig import CloudWatchSettings, RunConfig, TargetConfig, parse_workers
 from ..saturation import saturation_sweep
 from ..workload.settings import WorkloadSettings
 from .common import LoadgenGroup, StopSignals, UserError, run_async
@@ -84,7 +84,9 @@ def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
                                    ramp_up_s=kw["ramp_up"]),
                      target=target, options=options, workload=workload,
                      server_metrics_interval_s=kw["server_metrics_interval"] or None,
-                     workers=parse_workers(kw["workers"]), ray=kw["ray"])
+                     workers=parse_workers(kw["workers"]), ray=kw["ray"],
+                     cloudwatch=CloudWatchSettings(kw["cloudwatch_wait"],
+                                                   kw["cloudwatch_endpoint_url"]))
 
 
 # Exit codes (README, "Exit codes").
@@ -142,6 +144,7 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
                                   control=control, on_start=started,
                                   on_progress=progress.update, on_level=level_done,
                                   server_metrics_interval_s=config.server_metrics_interval_s,
+                                  cloudwatch=config.cloudwatch,
                                   **config.target.sagemaker_options())
         else:
             result = await runner(config=config, out=out, control=control, on_start=started,
@@ -153,6 +156,11 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         progress.close()
     data = result.to_dict()
     echo(format_table(data["levels"]))
+    if any(level.get("cloudwatch") for level in data["levels"]):  # sagemaker:// runs
+        from ..report.cloudwatch import cloudwatch_lines
+
+        for line in cloudwatch_lines(data["levels"]):
+            echo(line)
     if data["target"].get("stream") is False:
         echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
     sys.exit(_report_outcome(result, data, out, to_stdout, signals))

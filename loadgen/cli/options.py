@@ -17,7 +17,7 @@ import cloup
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, TRANSPORTS, RequestOptions, Timeouts
 from ..load import ARRIVALS, ArrivalRate, StopRule
-from ..runconfig import RunConfig, TargetConfig, default
+from ..runconfig import CloudWatchSettings, RunConfig, TargetConfig, default
 from ..workload.datasets import FORMATS
 from ..workload.settings import WorkloadSettings
 
@@ -174,6 +174,12 @@ def _sagemaker() -> Callable:
         click.option("--payload-format", type=click.Choice(PAYLOAD_FORMATS),
                      default=default(TargetConfig, "payload_format"),
                      help="Container payload format."),
+        click.option("--cloudwatch-wait", type=float, metavar="S",
+                     default=default(CloudWatchSettings, "wait_s"),
+                     help="After each level, wait up to S seconds (in the background) for the "
+                          "endpoint's CloudWatch metrics, which arrive late (0: don't read them)."),
+        click.option("--cloudwatch-endpoint-url", metavar="URL",
+                     help="CloudWatch API endpoint (a VPC endpoint, or a local emulator)."),
     )
 
 

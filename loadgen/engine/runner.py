@@ -68,6 +68,9 @@ class LevelResult:
     # Why requests counted incomplete were (besides a stop): {"worker_died": n} when a
     # worker process died with requests it had started and not reported.
     incomplete_reasons: dict[str, int] = field(default_factory=dict)
+    # sagemaker:// targets: the endpoint's own CloudWatch metrics over the level
+    # (loadgen.aws.level_metrics); None for other targets.
+    cloudwatch: dict[str, Any] | None = None
 
 
 async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,

@@ -118,10 +118,12 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     title = f"loadgen report: {name}"
     if summary["simulated"]:
         title += " (SIMULATED)"
+    from .cloudwatch import cloudwatch_section  # it builds on this module's blocks
+
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
                 _throughput(summary), _latency(summary), _goodput(summary), _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
-                _client(summary), _metadata(summary)]
+                cloudwatch_section(summary), _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]
 
 
