@@ -19,6 +19,7 @@ import asyncio
 import threading
 import time
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from ..errors import LoadgenError
 from ..runconfig import CloudWatchSettings
@@ -114,6 +115,22 @@ def level_client_means(level: Any) -> tuple[float | None, float | None]:
     return ((summary.get("ttft_ms") or {}).get("mean"), (summary.get("e2e_ms") or {}).get("mean"))
 
 
+def _is_local(url: str | None) -> bool:
+    host = urlsplit(url).hostname if url else None
+    return host in ("localhost", "::1") or bool(host and host.startswith("127."))
+
+
+def _skip_reason(target: dict[str, Any], settings: CloudWatchSettings) -> str | None:
+    """Why not to read CloudWatch at all: told not to, or the runtime is a local emulator
+    (its endpoint has no metrics in AWS) and no CloudWatch endpoint was given."""
+    if not settings.wait_s:
+        return "--cloudwatch-wait 0"
+    if _is_local(target.get("endpoint_url")) and not settings.endpoint_url:
+        return ("the runtime endpoint is local (an emulator): pass --cloudwatch-endpoint-url "
+                "to read its metrics from a CloudWatch emulator")
+    return None
+
+
 class LevelMetricsFetcher:
     """Start each level's fetch when the level ends (a thread each); :meth:`finish` waits
     for them and puts each section on its level (``level.cloudwatch``)."""
@@ -125,6 +142,7 @@ class LevelMetricsFetcher:
         self.aws = AwsConfig(region=target.get("region"), endpoint_url=settings.endpoint_url,
                              max_attempts=1)
         self.settings = settings
+        self.skip_reason = _skip_reason(target, settings)
         self.cancel = threading.Event()
         self._pending: list[tuple[Any, asyncio.Future]] = []
 
@@ -133,9 +151,9 @@ class LevelMetricsFetcher:
         return Window(self.endpoint, self.variant, start_s, end_s, self.settings.period_s)
 
     def start(self, level: Any) -> None:
-        if not self.settings.wait_s:
+        if self.skip_reason:
             level.cloudwatch = {"source": "cloudwatch", "status": "skipped",
-                                "reason": "--cloudwatch-wait 0"}
+                                "reason": self.skip_reason}
             return
         deadline = level.end_ns / 1e9 + self.settings.wait_s  # perf_counter = monotonic here
         task = asyncio.ensure_future(asyncio.to_thread(
