@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
+from .cloudwatch_settings import CloudWatchSettings
 from .config import RequestOptions
 from .errors import ConfigError
 from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, StopRule
@@ -79,23 +80,6 @@ class TargetConfig:
             return {}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name != "url" and getattr(self, f.name) is not None}
-
-
-@dataclass(frozen=True)
-class CloudWatchSettings:
-    """``sagemaker://`` runs: reading each level's endpoint metrics from CloudWatch
-    (:mod:`loadgen.aws.level_metrics`). CloudWatch publishes them a minute or more late."""
-
-    wait_s: float = 90.0  # --cloudwatch-wait: most seconds after a level to wait (0: skip)
-    endpoint_url: str | None = None  # --cloudwatch-endpoint-url (VPC endpoint, emulator)
-    poll_s: float = 5.0  # between two GetMetricData polls while waiting
-    period_s: int = 10  # the data points' period (the finest SageMaker publishes)
-
-    def __post_init__(self) -> None:
-        if not (0 <= self.wait_s <= 3600):  # also refuses NaN
-            raise ConfigError(f"--cloudwatch-wait must be 0 to 3600 seconds (got {self.wait_s})")
-        if not (0 < self.poll_s <= 600):
-            raise ConfigError(f"CloudWatch poll interval must be > 0 and <= 600 s (got {self.poll_s})")
 
 
 @dataclass(frozen=True)

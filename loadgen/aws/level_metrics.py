@@ -155,6 +155,16 @@ class LevelMetricsFetcher:
             level.cloudwatch = {"source": "cloudwatch", "status": "skipped",
                                 "reason": self.skip_reason}
             return
+        if self.settings.defer:  # a scenario phase: fetched after the phase (fetch_pending)
+            window = self.window(level)
+            level.cloudwatch = {"source": "cloudwatch", "status": "pending",
+                                "endpoint": window.endpoint, "variant": window.variant,
+                                "region": self.aws.resolved_region(), "period_s": window.period_s,
+                                "start_unix_s": round(window.start_s, 3),
+                                "end_unix_s": round(window.end_s, 3),
+                                "expected_invocations": level.metrics.counts.completed,
+                                "client_means_ms": list(level_client_means(level))}
+            return
         deadline = level.end_ns / 1e9 + self.settings.wait_s  # perf_counter = monotonic here
         task = asyncio.ensure_future(asyncio.to_thread(
             fetch_level, self.aws, self.window(level),
@@ -179,3 +189,20 @@ class LevelMetricsFetcher:
     def stop(self) -> None:
         """Stop polling: each fetch ends after its current call, with what it has."""
         self.cancel.set()
+
+
+def fetch_pending(pending: dict[str, Any], settings: CloudWatchSettings,
+                  cancel: threading.Event) -> dict[str, Any]:
+    """A level marked ``pending`` (a deferred fetch), fetched now: waiting until
+    ``settings.wait_s`` after the level's end at most (no wait once that has passed).
+    Blocking: run it in a thread."""
+    window = Window(pending["endpoint"], pending["variant"], pending["start_unix_s"],
+                    pending["end_unix_s"], pending["period_s"])
+    aws = AwsConfig(region=pending.get("region"), endpoint_url=settings.endpoint_url,
+                    max_attempts=1)
+    left_s = max(0.0, window.end_s + settings.wait_s - time.time())
+    section = fetch_level(aws, window, expected_invocations=pending["expected_invocations"],
+                          deadline=time.monotonic() + left_s, poll_s=settings.poll_s,
+                          cancel=cancel)
+    section["client_vs_endpoint"] = client_vs_endpoint(section, *pending["client_means_ms"])
+    return section

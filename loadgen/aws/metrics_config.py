@@ -16,36 +16,12 @@ botocore added these fields in 1.44; with an older botocore the deploy goes on w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S, EndpointMetricsConfig
 
-# MetricPublishFrequencyInSeconds values SageMaker accepts.
-PUBLISH_FREQUENCIES_S = (10, 30, 60, 120, 180, 240, 300)
-
-
-@dataclass(frozen=True)
-class EndpointMetricsConfig:
-    """What a deploy asks for (``--metrics-frequency``, ``--detailed-observability``)."""
-
-    frequency_s: int = 10  # MetricPublishFrequencyInSeconds
-    detailed_observability: bool = False  # EnableDetailedObservability
-    enhanced: bool = True  # EnableEnhancedMetrics
-
-    def validate(self) -> "EndpointMetricsConfig":
-        if isinstance(self.frequency_s, bool) or self.frequency_s not in PUBLISH_FREQUENCIES_S:
-            choices = ", ".join(str(s) for s in PUBLISH_FREQUENCIES_S)
-            raise ConfigError(f"--metrics-frequency must be one of {choices} seconds "
-                              f"(got {self.frequency_s!r})")
-        return self
-
-    def to_api(self) -> dict[str, Any]:
-        """The ``MetricsConfig`` structure of CreateEndpointConfig."""
-        return {"EnableEnhancedMetrics": self.enhanced,
-                "MetricPublishFrequencyInSeconds": self.frequency_s,
-                "EnableDetailedObservability": self.detailed_observability}
-
+__all__ = ["PUBLISH_FREQUENCIES_S", "EndpointMetricsConfig", "metrics_config_argument",
+           "supports_metrics_config"]
 
 def supports_metrics_config(service_model: Any) -> bool:
     """Whether this botocore's SageMaker model has CreateEndpointConfig's MetricsConfig."""

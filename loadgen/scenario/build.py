@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from .nodes import Block, Problem
 from .schema import (
+    CloudWatchSpec,
     FidelitySpec,
     FixedLength,
     Hardware,
@@ -127,7 +128,7 @@ def _measurements(block: Block) -> Measurements:
 
     return Measurements(section("single_stream", SingleStream),
                         section("fixed_length", FixedLength), section("sweep", SweepSpec),
-                        section("fidelity", FidelitySpec))
+                        section("fidelity", FidelitySpec), section("cloudwatch", CloudWatchSpec))
 
 
 def _phase(block: Block, index: int, hardware: Hardware) -> Phase:

@@ -147,7 +147,8 @@ class Measurer:
         return RunConfig(loads=(ConstantConcurrency(concurrency),), stop=stop,
                          target=TargetConfig(self.endpoint.url, **self.endpoint.options()),
                          options=self.options, prompts=self._prompts(output_tokens),
-                         workers=workers)
+                         workers=workers,
+                         cloudwatch=self.scenario.measurements.cloudwatch.settings(self.phase.deploy))
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""

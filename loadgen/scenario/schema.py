@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S, CloudWatchSettings, EndpointMetricsConfig
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
@@ -77,6 +78,19 @@ def price(value: float) -> str | None:
     return f"must be a positive number of dollars per hour (e.g. 1.1267), got {value:g}"
 
 
+def publish_frequency(value: int) -> str | None:
+    if value in PUBLISH_FREQUENCIES_S:
+        return None
+    return (f"must be one of {', '.join(map(str, PUBLISH_FREQUENCIES_S))} seconds (SageMaker's "
+            f"MetricPublishFrequencyInSeconds), got {value}")
+
+
+def cloudwatch_wait(value: float) -> str | None:
+    if 0 <= value <= 3600:
+        return None
+    return f"must be 0 (don't read CloudWatch) to 3600 seconds, got {value:g}"
+
+
 def non_empty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
@@ -104,8 +118,10 @@ SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "duration": Number(positive), "output_tokens": Integer(positive),
                  "warmup": Integer(non_negative), "workers": Integer(positive)})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
+# sagemaker:// phases: each level's endpoint metrics, read from CloudWatch after the phase.
+CLOUDWATCH = Section({"wait": Number(cloudwatch_wait), "endpoint_url": Text(url_check)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
-                        "sweep": SWEEP, "fidelity": FIDELITY})
+                        "sweep": SWEEP, "fidelity": FIDELITY, "cloudwatch": CLOUDWATCH})
 
 TARGET = Section({
     "url": Text(url_check), "region": Text(non_empty), "endpoint_url": Text(url_check),
@@ -120,6 +136,7 @@ DEPLOY = Section({
     "endpoint_url": Text(url_check), "runtime_endpoint_url": Text(url_check),
     "startup_timeout": Number(positive), "inference_ami_version": Text(non_empty),
     "tags": TextMap(), "payload_format": Text(one_of(*PAYLOAD_FORMATS)),
+    "metrics_frequency": Integer(publish_frequency), "detailed_observability": Boolean(),
 }, required=("image", "role"))
 
 PHASE = Section({
@@ -222,11 +239,24 @@ class FidelitySpec:
 
 
 @dataclass(frozen=True)
+class CloudWatchSpec:
+    """``measurements.cloudwatch``: for sagemaker:// phases (deployed or given)."""
+
+    wait: float = default(CloudWatchSettings, "wait_s")  # s after a level, at most
+    endpoint_url: str | None = None  # default: the deploy block's endpoint_url
+
+    def settings(self, deploy: "PhaseDeployBlock | None") -> CloudWatchSettings:
+        endpoint_url = self.endpoint_url or (deploy.endpoint_url if deploy else None)
+        return CloudWatchSettings(wait_s=self.wait, endpoint_url=endpoint_url, defer=True)
+
+
+@dataclass(frozen=True)
 class Measurements:
     single_stream: SingleStream = SingleStream()
     fixed_length: FixedLength = FixedLength()
     sweep: SweepSpec = SweepSpec()
     fidelity: FidelitySpec = FidelitySpec()
+    cloudwatch: CloudWatchSpec = CloudWatchSpec()
 
 
 # A phase's running server: the run configuration's target (url required by the shape).
@@ -253,6 +283,8 @@ class PhaseDeployBlock:
     inference_ami_version: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     payload_format: str = "auto"
+    metrics_frequency: int = default(EndpointMetricsConfig, "frequency_s")
+    detailed_observability: bool = default(EndpointMetricsConfig, "detailed_observability")
 
 
 @dataclass(frozen=True)
