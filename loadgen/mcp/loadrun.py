@@ -14,10 +14,12 @@ from typing import Callable
 
 from .. import api
 from ..api import SIMULATOR
+from ..cloudwatch_settings import CloudWatchSettings
 from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import ConfigError
 from ..load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from ..runconfig import default
 from ..workload.prompts import PromptSource
 from .options import ServerOptions
 
@@ -53,6 +55,8 @@ class LoadRequest:
     region: str | None = None  # SageMaker targets
     inference_component: str | None = None
     payload_format: str = "auto"
+    # sagemaker:// targets: wait up to this long after each level for its CloudWatch metrics
+    cloudwatch_wait_s: float = default(CloudWatchSettings, "wait_s")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -127,10 +131,17 @@ LevelFn = Callable[[LevelResult], None]
 
 
 async def measure(request: LoadRequest, out: Path, control: RunControl,
-                  on_progress: ProgressFn, on_level: LevelFn) -> None:
+                  on_progress: ProgressFn, on_level: LevelFn,
+                  aws_endpoint_url: str | None = None) -> None:
     """Run the sweep as ``loadgen sweep`` would, writing the results file to ``out``
-    after every level (so a stopped run keeps what it measured)."""
+    after every level (so a stopped run keeps what it measured). A sagemaker:// run reads
+    each level's CloudWatch metrics in the background and ends once they are in (or
+    ``cloudwatch_wait_s`` after the last level): the final results file holds them.
+    ``aws_endpoint_url``: the server's AWS endpoint (an emulator), for CloudWatch too."""
+    cloudwatch = CloudWatchSettings(wait_s=request.cloudwatch_wait_s,
+                                    endpoint_url=aws_endpoint_url
+                                    if request.target.startswith("sagemaker://") else None)
     await api.sweep(request.target, loads=request.loads(), stop=request.stop(),
                     options=request.options(), prompts=request.prompts(), out=out,
                     control=control, on_progress=on_progress, on_level=on_level,
-                    **request.sagemaker_options())
+                    cloudwatch=cloudwatch, **request.sagemaker_options())

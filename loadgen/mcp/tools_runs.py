@@ -236,6 +236,11 @@ def register(server: MCPServer, manager: RunManager) -> None:
         payload_format: Annotated[Literal["auto", "openai", "lmi", "tgi", "raw"],
                                   Field(description="sagemaker:// targets: container payload "
                                         "format.")] = "auto",
+        cloudwatch_wait_s: Annotated[float, Field(ge=0, le=3600, description="sagemaker:// "
+                                     "targets: after each level, wait up to this long (in the "
+                                     "background) for the endpoint's CloudWatch metrics; the "
+                                     "run ends once they are in. 0: don't read them.")]
+        = LoadRequest.cloudwatch_wait_s,
     ) -> StartedRun:
         """Start measuring load levels against a target, in the background; returns a run_id
         at once. Follow it with run_status, stop it with cancel_run, read it with get_results.
@@ -247,11 +252,13 @@ def register(server: MCPServer, manager: RunManager) -> None:
             output_tokens=output_tokens, api=api, model=model, stream=stream,
             ignore_eos=ignore_eos, api_key_env=api_key_env, region=region,
             inference_component=inference_component, payload_format=payload_format,
+            cloudwatch_wait_s=cloudwatch_wait_s,
         ).checked(manager.options)
 
         async def body(run: Run) -> None:
             await measure(request, run.directory / RESULTS_FILE, run.control,
-                          run.progress.on_progress, run.progress.on_level)
+                          run.progress.on_progress, run.progress.on_level,
+                          aws_endpoint_url=manager.options.aws_endpoint_url)
 
         levels = len(request.concurrency or request.rate)
         run = manager.start(LOAD, request.to_dict(), body, notes, levels_total=levels)
