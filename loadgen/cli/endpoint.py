@@ -345,15 +345,24 @@ def _facts_from_file(path: str) -> ServerFacts:
 @click.option("--log", "log_file", metavar="FILE", help="A vLLM server's log file ('-' for stdin).")
 @click.option("--endpoint", "endpoint_name", metavar="NAME", help="A SageMaker endpoint: read its CloudWatch log.")
 @click.option("--url", metavar="URL", help="A running vLLM server: read its /metrics (KV-cache facts only).")
+@click.option("--stats", is_flag=True, help="Instead: vLLM's periodic stats lines (running, waiting, KV "
+              "usage, tok/s) as a server series, from --log or --endpoint.")
+@click.option("--since", type=click.FloatRange(min=1), metavar="S", help="--stats --endpoint: only the "
+              "last S seconds of the log.", show_default="the whole log")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @aws_options
 @one_line_errors
-def facts(log_file: str | None, endpoint_name: str | None, url: str | None, as_json: bool,
-          region: str | None, endpoint_url: str | None) -> None:
+def facts(log_file: str | None, endpoint_name: str | None, url: str | None, stats: bool, since: float | None,
+          as_json: bool, region: str | None, endpoint_url: str | None) -> None:
     """Deployment facts from vLLM: weight loading time, model memory, KV-cache size, max concurrency."""
     sources = [s for s in (log_file, endpoint_name, url) if s is not None]
     if len(sources) != 1:
         raise ConfigError("pass exactly one of --log FILE, --endpoint NAME, --url URL")
+    if stats or since is not None:
+        from .stats import print_stats
+
+        print_stats(log_file, endpoint_name, url, since, as_json, region, endpoint_url)
+        return
     if log_file is not None:
         found = _facts_from_file(log_file)
     elif endpoint_name is not None:
