@@ -19,7 +19,9 @@ from loadgen.aws.level_metrics import client_vs_endpoint, wall_window
 from loadgen.aws.metrics_config import EndpointMetricsConfig, metrics_config_argument
 from loadgen.errors import ConfigError
 from loadgen.load import ConstantConcurrency, StopRule
+from loadgen.report import build_summary
 from loadgen.report.cloudwatch import cloudwatch_lines
+from loadgen.report.markdown import render_markdown
 from loadgen.runconfig import CloudWatchSettings
 from loadgen.simulator.sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer
 from tests.helpers.aws_env import isolate_aws, reset_moto
@@ -157,6 +159,12 @@ def test_a_level_fetches_exactly_the_published_datapoints(aws, tmp_path):
     assert "ModelLatency p50 – ms / mean 200.0 ms" in line and "overhead 6.0 ms" in line
     assert "empty: ModelSetupTime" in line
     assert results.levels[0].requests.completed == 4
+    # The report: one row per level in its CloudWatch table.
+    report = render_markdown(build_summary([json.loads(out.read_text())]))
+    assert "## SageMaker endpoint metrics (CloudWatch)" in report
+    table = report.split("## SageMaker endpoint metrics (CloudWatch)")[1]
+    row = next(r for r in table.splitlines() if r.startswith("| ") and "| complete |" in r)
+    assert "| 200.0 |" in row and "| 6.0 |" in row and "70/70" in row
 
 
 @pytest.mark.integration
