@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import subprocess
 from datetime import datetime, timezone
 
 import boto3
@@ -194,3 +195,36 @@ def test_client_vs_endpoint_reads_where_model_latency_ends():
 def test_cloudwatch_wait_is_checked():
     with pytest.raises(ConfigError, match="--cloudwatch-wait must be 0 to 3600"):
         CloudWatchSettings(wait_s=float("nan"))
+
+
+@pytest.mark.integration
+def test_cli_sweep_prints_a_cloudwatch_line_per_level(aws, tmp_path):
+    """`loadgen sweep` as a user runs it; the data points cover the next minutes (the
+    levels' windows are not known in advance): ModelLatency 250 ms, CPU 35 %."""
+    from tests.test_scenario_deploy import publish_endpoint_metrics
+    from tests.test_sagemaker_cli import LOADGEN, aws_env
+
+    publish_endpoint_metrics(aws, "openai", seconds=60)
+    with SageMakerTestServer() as server:
+        done = subprocess.run(
+            [*LOADGEN, "sweep", "--target", "sagemaker://openai", "--endpoint-url", server.url,
+             "--concurrency", "1,2", "--requests", "2", "--output-tokens", "4",
+             "--cloudwatch-wait", "5", "--cloudwatch-endpoint-url", aws,
+             "--out", str(tmp_path / "r.json")],
+            env=aws_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if "CloudWatch:" in line]
+    assert len(lines) == 2, done.stdout
+    assert all("mean 250.0 ms" in line and "empty: " in line for line in lines)
+    assert "waiting up to 5 s after each level" in done.stderr
+    levels = json.loads((tmp_path / "r.json").read_text())["levels"]
+    assert [lv["cloudwatch"]["status"] for lv in levels] == ["complete", "complete"]
+
+
+def test_cloudwatch_endpoint_url_needs_a_sagemaker_target():
+    from loadgen.runconfig import RunConfig, TargetConfig
+
+    with pytest.raises(ConfigError, match="only applies to sagemaker:// targets"):
+        RunConfig(loads=(ConstantConcurrency(1),), stop=StopRule(requests=1),
+                  target=TargetConfig("http://127.0.0.1:9"),
+                  cloudwatch=CloudWatchSettings(endpoint_url="http://127.0.0.1:9"))
