@@ -24,7 +24,12 @@ from loadgen.report import build_summary
 from loadgen.report.cloudwatch import cloudwatch_lines
 from loadgen.report.markdown import render_markdown
 from loadgen.runconfig import CloudWatchSettings
-from loadgen.simulator.sagemaker_server import ACCESS_KEY, REGION, SECRET_KEY, SageMakerTestServer
+from loadgen.simulator.sagemaker_server import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    SageMakerTestServer,
+)
 from tests.helpers.aws_env import isolate_aws, reset_moto
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
@@ -201,8 +206,8 @@ def test_cloudwatch_wait_is_checked():
 def test_cli_sweep_prints_a_cloudwatch_line_per_level(aws, tmp_path):
     """`loadgen sweep` as a user runs it; the data points cover the next minutes (the
     levels' windows are not known in advance): ModelLatency 250 ms, CPU 35 %."""
-    from tests.test_scenario_deploy import publish_endpoint_metrics
     from tests.test_sagemaker_cli import LOADGEN, aws_env
+    from tests.test_scenario_deploy import publish_endpoint_metrics
 
     publish_endpoint_metrics(aws, "openai", seconds=60)
     with SageMakerTestServer() as server:

@@ -23,7 +23,13 @@ from urllib.parse import urlsplit
 
 from ..errors import LoadgenError
 from ..runconfig import CloudWatchSettings
-from .cloudwatch import Window, get_metric_data, level_section, metric_queries, percentile_queries
+from .cloudwatch import (
+    Window,
+    get_metric_data,
+    level_section,
+    metric_queries,
+    percentile_queries,
+)
 from .session import AwsConfig
 
 DEFAULT_VARIANT = "AllTraffic"  # what loadgen's deploys and the SageMaker SDK name it

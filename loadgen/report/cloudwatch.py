@@ -35,8 +35,8 @@ def cloudwatch_line(label: str, cw: dict) -> str:
     status = cw.get("status")
     if status in ("skipped", "error"):
         return f"{label} CloudWatch: {status}" + (f" ({cw.get('error') or cw.get('reason')})")
-    parts = [f"ModelLatency p50 {num(_stat(cw, 'ModelLatency', 'p50_ms'), 1)} ms / mean "
-             f"{num(_stat(cw, 'ModelLatency', 'mean_ms'), 1)} ms",
+    parts = [(f"ModelLatency p50 {num(_stat(cw, 'ModelLatency', 'p50_ms'), 1)} ms / mean "
+              f"{num(_stat(cw, 'ModelLatency', 'mean_ms'), 1)} ms"),
              f"overhead {num(_stat(cw, 'OverheadLatency', 'mean_ms'), 1)} ms",
              f"GPU {num(_stat(cw, 'GPUUtilization', 'mean'), 0)} %",
              f"invocations {num(_stat(cw, 'Invocations', 'sum'), 0)}"]
@@ -58,6 +58,29 @@ def cloudwatch_lines(levels: list[dict]) -> list[str]:
             if lv.get("cloudwatch")]
 
 
+def _row(phase: str, label: str, cw: dict) -> tuple[str, ...]:
+    """One level's report row (``cw``: :func:`level_summary`'s view)."""
+    share = cw.get("client_vs_endpoint") or {}
+
+    def stat(metric: str, name: str) -> Any:
+        return (cw["metrics"].get(metric) or {}).get(name)
+
+    return (phase, label, str(cw.get("status")),
+            num(stat("ModelLatency", "mean_ms"), 1),
+            num(stat("ModelLatency", "p50_ms"), 1),
+            num(stat("OverheadLatency", "mean_ms"), 1),
+            num(stat("Invocations", "sum"), 0),
+            num(stat("Invocation4XXErrors", "sum"), 0),
+            num(stat("Invocation5XXErrors", "sum"), 0),
+            (f"{num(stat('GPUUtilization', 'mean'), 0)}/"
+             f"{num(stat('GPUUtilization', 'max'), 0)}"),
+            num(stat("GPUMemoryUtilization", "max"), 0),
+            num(stat("CPUUtilization", "mean"), 0),
+            num(share.get("ttft_minus_model_latency_ms"), 1),
+            str(share.get("model_latency_reading") or "–"),
+            ", ".join(cw.get("empty") or []) or "–")
+
+
 def cloudwatch_section(summary: dict) -> Section:
     """The report's table of every level's endpoint metrics (empty section: none)."""
     rows = []
@@ -66,22 +89,7 @@ def cloudwatch_section(summary: dict) -> Section:
             cw = level.get("cloudwatch")
             if not cw:
                 continue
-            share = cw.get("client_vs_endpoint") or {}
-            stat = lambda m, s: ((cw["metrics"].get(m) or {}) or {}).get(s)  # noqa: E731
-            rows.append((phase["name"], level["label"], str(cw.get("status")),
-                         num(stat("ModelLatency", "mean_ms"), 1),
-                         num(stat("ModelLatency", "p50_ms"), 1),
-                         num(stat("OverheadLatency", "mean_ms"), 1),
-                         num(stat("Invocations", "sum"), 0),
-                         num(stat("Invocation4XXErrors", "sum"), 0),
-                         num(stat("Invocation5XXErrors", "sum"), 0),
-                         f"{num(stat('GPUUtilization', 'mean'), 0)}/"
-                         f"{num(stat('GPUUtilization', 'max'), 0)}",
-                         num(stat("GPUMemoryUtilization", "max"), 0),
-                         num(stat("CPUUtilization", "mean"), 0),
-                         num(share.get("ttft_minus_model_latency_ms"), 1),
-                         str(share.get("model_latency_reading") or "–"),
-                         ", ".join(cw.get("empty") or []) or "–"))
+            rows.append(_row(phase["name"], level["label"], cw))
     if not rows:
         return Section("SageMaker endpoint metrics (CloudWatch)")
     note = ("The endpoint's own metrics over each level (10-s CloudWatch periods that overlap "
