@@ -16,7 +16,7 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
-from .atomic import check_writable
+from .atomic import check_writable, rewritable, same_file
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError, RunStopped
@@ -302,6 +302,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
     objects (``sweep`` turns it into typed :class:`Results`)."""
     if out is not None:
         check_writable(out)
+        _check_distinct(out, config.workload)
     control = control or RunControl()
     prompts = config.prompts if config.prompts is not None else config.workload.prompt_source()
     config = dataclasses.replace(config, prompts=prompts)
@@ -338,6 +339,17 @@ def level_metrics_fetcher(target: dict[str, Any], settings: CloudWatchSettings,
     return fetcher
 
 
+def _check_distinct(out: str | os.PathLike, workload: WorkloadSettings) -> None:
+    """An export written into the results file would destroy both: refuse before any load."""
+    if workload.save_requests and same_file(out, workload.save_requests):
+        raise ConfigError(f"--save-requests {workload.save_requests} and --out {out} are the "
+                          "same file; give each its own path")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def _scaled(config: RunConfig) -> bool:
     """Whether worker processes (or Ray actors) generate the load."""
     return config.worker_count() > 1 or config.ray is not None
@@ -371,7 +383,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
-        exports = stack.enter_context(workload.open_exports())  # after the preflight
+        exports = stack.enter_context(workload.open_exports(log or _to_stderr))  # after preflight
         result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
                            simulated=opened.simulated, server=dict(opened.server))
         result.extra["workload"] = workload.describe(
@@ -387,6 +399,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
             slos=workload.slos, sinks=exports.sinks)
+        for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
+            (log or _to_stderr)(f"warning: {warning}")
         if on_start:
             on_start(result)
         for index, load in enumerate(levels):
@@ -408,10 +422,15 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                 cloudwatch.start(level)  # in the background: the next level goes on
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
-            if out is not None:
+            if exports.sinks:
+                result.extra["exports"] = exports.describe()
+            if out is not None and rewritable(out):  # a device or FIFO gets one document
                 result.save(out)
             if on_level:
                 on_level(level)
+        exports.close()  # its last writes can fail too: the results file says so
+        if exports.sinks:
+            result.extra["exports"] = exports.describe()
         if cloudwatch is not None:
             await cloudwatch.finish(log)
         result.target = opened.target.describe()

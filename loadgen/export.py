@@ -19,6 +19,11 @@ on the same schedule (every worker starts a level at the same instant t0); its r
 carry them to the parent, which writes the rows to the one file and adds the workers'
 interval k histograms into one interval k (:meth:`HdrIntervalLog.add_part`): the same
 files as one process would write.
+
+Files are opened by :func:`loadgen.atomic.open_for_writing` (devices and FIFOs written
+through, symlinks followed, never replaced). A file that fails mid-run (a full disk, a
+size limit) stops only its own export: :class:`GuardedExport` says so in one warning line
+and in the results' ``exports`` object, and the run goes on.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import IO, Callable, Sequence
 import orjson
 from hdrh.log import HistogramLogWriter
 
+from .atomic import open_for_writing
 from .errors import ConfigError
 from .load import Load
 from .metrics import ALL_METRICS, LevelMetrics, decode_histogram, new_histogram
@@ -41,8 +47,9 @@ from .slo import SLO, is_good
 
 
 def _open(path: Path, what: str) -> IO[str]:
+    """Opened before any load: a path that cannot be written is a one-line error."""
     try:
-        return path.open("w", encoding="utf-8")
+        return open_for_writing(path, what)
     except OSError as exc:
         raise ConfigError(f"{what} {path}: cannot write there ({exc.strerror})") from None
 
@@ -107,6 +114,13 @@ class RequestLog:
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
+
+    def abandon(self) -> None:
+        """Close after a failed write, without trying the write again."""
+        try:
+            self._file.close()
+        except OSError:
+            pass  # the buffered lines that failed are dropped; the fd is closed regardless
 
     def statistics(self) -> dict:
         return {"path": str(self.path), "written": self.written}
@@ -201,7 +215,7 @@ class HdrIntervalLog:
         epoch_s = time.time()
         for metric in ALL_METRICS:
             path = self.directory / f"{index:02d}-{_slug(load.label)}.{metric}.hlog"
-            writer = HistogramLogWriter(_open(path, "--hdr-log"))
+            writer = HistogramLogWriter(open_for_writing(path, "--hdr-log"))
             writer.output_comment(f"[loadgen level {index}: {load.label}; metric {metric}]")
             writer.output_log_format_version()
             # hdrh's output_start_time() fails on Python 3 (datetime.iso_format): same line by hand.
@@ -272,5 +286,79 @@ class HdrIntervalLog:
 
     close = end_level
 
+    def abandon(self) -> None:
+        """Close the level's files after a failed write, without writing again."""
+        for writer in self._writers.values():
+            try:
+                writer.log.close()
+            except OSError:
+                pass
+        self._writers = {}
+
     def statistics(self) -> dict:
         return {"directory": str(self.directory), "files": len(self.files)}
+
+
+class GuardedExport:
+    """An export whose file may fail mid-run (a full disk, ``RLIMIT_FSIZE``): the first
+    ``OSError`` stops that export alone. ``warn`` gets one ``warning:`` line, :attr:`status`
+    says ``failed: <reason>`` (else ``ok``), and every later call does nothing."""
+
+    def __init__(self, option: str, export: RequestLog | HdrIntervalLog, warn) -> None:
+        self.option = option
+        self.export = export
+        self.warn = warn
+        self.failure: str | None = None
+
+    @property
+    def status(self) -> str:
+        return self.failure or "ok"
+
+    def _fail(self, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        self.failure = f"failed: {reason}"
+        where = getattr(self.export, "path", None) or self.export.directory
+        self.warn(f"warning: {self.option} {where}: {reason}; that export stopped, "
+                  "the run goes on")
+        self.export.abandon()
+
+    def _call(self, method: str, *args) -> None:
+        if self.failure is None:
+            try:
+                getattr(self.export, method)(*args)
+            except OSError as exc:
+                self._fail(exc)
+
+    def begin_level(self, index: int, load: Load) -> None:
+        self._call("begin_level", index, load)
+
+    def add(self, record: RequestRecord) -> None:
+        self._call("add", record)
+
+    def end_level(self) -> None:
+        self._call("end_level")
+
+    def close(self) -> None:
+        self._call("close")
+
+    # What the parent of --workers writes for its workers (RequestLog / HdrIntervalLog).
+    def write_rows(self, text: str) -> None:
+        self._call("write_rows", text)
+
+    def expect_parts(self, workers: Sequence[int]) -> None:
+        self._call("expect_parts", workers)
+
+    def add_part(self, worker: int, k: int, start_s: float, end_s: float,
+                 encoded: dict[str, str]) -> None:
+        self._call("add_part", worker, k, start_s, end_s, encoded)
+
+    def drop_part(self, worker: int) -> None:
+        self._call("drop_part", worker)
+
+    async def run(self) -> None:
+        """The interval writer of an HDR log (a level watcher), stopped by a failed write."""
+        if self.failure is None:
+            try:
+                await self.export.run()
+            except OSError as exc:
+                self._fail(exc)

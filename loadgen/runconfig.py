@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
+from .bounds import host_problem, text_problem
 from .cloudwatch_settings import CloudWatchSettings
 from .config import RequestOptions
 from .errors import ConfigError
@@ -68,6 +69,9 @@ class TargetConfig:
                 and getattr(self, f.name) not in (None, "auto")]
 
     def check(self) -> "TargetConfig":
+        http_url = self.url is not None and not self.is_sagemaker
+        if http_url and (message := text_problem(self.url) or host_problem(self.url)):
+            raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
         given = self.given_sagemaker_options()
         if given and not self.is_sagemaker:
             flags = ", ".join("--" + name.replace("_", "-") for name in given)

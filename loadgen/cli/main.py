@@ -91,7 +91,8 @@ def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
 
 # Exit codes (README, "Exit codes").
 EXIT_ALL_FAILED = 3  # the run finished but not one request succeeded
-EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written)
+EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written),
+# or an export (--save-requests, --hdr-log) failed mid-run
 EXIT_WORKER_DIED = 5  # a worker process/actor died: the results are partial
 
 
@@ -193,7 +194,8 @@ def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: boo
                    f"({error_kinds(_all_errors(data))}); see requests.error_messages "
                    "in the results", err=True)
         return EXIT_ALL_FAILED
-    return EXIT_FALLBACK_FILE if result.write_error else 0
+    failed_exports = any(status != "ok" for status in data.get("exports", {}).values())
+    return EXIT_FALLBACK_FILE if result.write_error or failed_exports else 0
 
 
 def _all_errors(data: dict) -> dict[str, int]:
@@ -219,6 +221,8 @@ LAZY_COMMANDS = {
                                             "directory."),
     "scenario": ("loadgen.cli.scenario:scenario", "Comparison studies (A-B-A) from a "
                                                   "scenario file."),
+    "server": ("loadgen.cli.server:server", "Start, inspect and stop a vLLM (or any "
+                                            "OpenAI-compatible) server."),
 }
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
 from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S, CloudWatchSettings, EndpointMetricsConfig
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
@@ -22,8 +23,10 @@ from ..errors import ConfigError
 from ..runconfig import TargetConfig, default
 from ..simulator.profile import SimProfile
 from ..workload.prompts import PromptSource
+from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
 from .nodes import (
     Boolean,
+    Command,
     Integer,
     IntegerList,
     ListOf,
@@ -44,6 +47,16 @@ def positive(value: float) -> str | None:
     return None if value > 0 and math.isfinite(value) else f"must be > 0, got {value:g}"
 
 
+def input_count(value: int) -> str | None:
+    """A positive token count within the input bound (:mod:`loadgen.bounds`)."""
+    return positive(value) or input_tokens_problem(value, "is")
+
+
+def output_count(value: int) -> str | None:
+    """A positive token count within the output bound (:mod:`loadgen.bounds`)."""
+    return positive(value) or output_tokens_problem(value, "is")
+
+
 def non_negative(value: float) -> str | None:
     return None if value >= 0 and math.isfinite(value) else f"must be >= 0, got {value:g}"
 
@@ -59,10 +72,13 @@ def one_of(*choices: str):
 
 
 def url_check(value: str) -> str | None:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed [IPv6 bracket
+        parts = urlsplit("")
     if parts.scheme in ("http", "https", "sagemaker") and parts.netloc:
-        return None
-    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {value!r}"
+        return host_problem(value) if parts.scheme != "sagemaker" else None
+    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {shown(value)}"
 
 
 def label_check(value: str) -> str | None:
@@ -104,20 +120,20 @@ HARDWARE = Section({
 
 REQUEST = Section({
     "api": Text(one_of(*APIS)), "temperature": Number(non_negative),
-    "input_tokens": Integer(positive), "ignore_eos": Boolean(), "stream": Boolean(),
+    "input_tokens": Integer(input_count), "ignore_eos": Boolean(), "stream": Boolean(),
     "continuous_usage": Boolean(), "timeout": Number(positive), "idle_timeout": Number(positive),
     "connect_timeout": Number(positive), "api_key_env": Text(non_empty), "prompts": Text(non_empty),
 })
 
 SINGLE_STREAM = Section({"enabled": Boolean(), "requests": Integer(positive),
-                         "output_tokens": Integer(positive), "warmup": Integer(non_negative)})
-FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(positive),
+                         "output_tokens": Integer(output_count), "warmup": Integer(non_negative)})
+FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(output_count),
                         "repeats": Integer(positive)})
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
-                 "duration": Number(positive), "output_tokens": Integer(positive),
+                 "duration": Number(positive), "output_tokens": Integer(output_count),
                  "warmup": Integer(non_negative), "workers": Integer(positive)})
-FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
+FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
 # sagemaker:// phases: each level's endpoint metrics, read from CloudWatch after the phase.
 CLOUDWATCH = Section({"wait": Number(cloudwatch_wait), "endpoint_url": Text(url_check)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
@@ -139,9 +155,19 @@ DEPLOY = Section({
     "metrics_frequency": Integer(publish_frequency), "detailed_observability": Boolean(),
 }, required=("image", "role"))
 
+def port_check(value: int) -> str | None:
+    return None if 0 <= value < 65536 else f"must be 1-65535 (0: a free port), got {value}"
+
+
+SERVER = Section({
+    "command": Command(), "model": Text(non_empty), "env": TextMap(), "host": Text(non_empty),
+    "port": Integer(port_check), "ready_timeout": Number(positive),
+    "stop_grace": Number(positive), "keep_running": Boolean(),
+}, required=("command",))
+
 PHASE = Section({
     "label": Text(label_check), "checkpoint": Text(non_empty), "model": Text(non_empty),
-    "target": TARGET, "deploy": DEPLOY, "notes": Text(),
+    "target": TARGET, "deploy": DEPLOY, "server": SERVER, "notes": Text(),
 }, required=("label", "checkpoint"))
 
 
@@ -288,6 +314,23 @@ class PhaseDeployBlock:
 
 
 @dataclass(frozen=True)
+class PhaseServerBlock:
+    """A phase's ``server:`` block: a server loadgen starts before the phase and stops
+    after it (:mod:`loadgen.scenario.servers`; defaults are :mod:`loadgen.servers.spec`'s).
+    ``keep_running``: leave it up for later phases of the same checkpoint (A-B-A with
+    both servers in memory), stopped when the run ends."""
+
+    command: tuple[str, ...]
+    model: str | None = None  # defaults to the phase's model
+    env: dict[str, str] = field(default_factory=dict)
+    host: str | None = None  # user@vm over ssh; None: this machine
+    port: int = DEFAULT_PORT
+    ready_timeout: float = DEFAULT_READY_TIMEOUT_S
+    stop_grace: float = DEFAULT_STOP_GRACE_S
+    keep_running: bool = False
+
+
+@dataclass(frozen=True)
 class Phase:
     label: str
     checkpoint: str
@@ -295,6 +338,7 @@ class Phase:
     model: str | None = None
     target: TargetSpec | None = None
     deploy: PhaseDeployBlock | None = None
+    server: PhaseServerBlock | None = None
     notes: str | None = None
     line: int = 0
 

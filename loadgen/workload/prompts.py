@@ -20,6 +20,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..bounds import (
+    input_tokens_problem,
+    max_input_tokens,
+    max_output_tokens,
+    output_tokens_problem,
+)
 from ..errors import ConfigError
 from ..record import Prompt
 from .datasets import Dataset, DatasetRow, load_dataset
@@ -50,12 +56,32 @@ def synthetic_text(tokens: int, index: int = 0, salt: str = "") -> str:
     return " ".join(words)
 
 
-def draw_length(rng: random.Random | None, mean: int, stdev: float, low: int = 1) -> int:
+def draw_length(rng: random.Random | None, mean: int, stdev: float, low: int = 1,
+                high: int | None = None) -> int:
     """``mean`` exactly (no stdev; ``rng`` may be None), or a normal draw around it
-    (rounded, at least ``low``)."""
+    (rounded, at least ``low``, at most ``high`` when given: a draw never exceeds the run's
+    token bound)."""
     if not stdev or rng is None:
         return max(mean, low)
-    return max(low, round(rng.gauss(mean, stdev)))
+    value = max(low, round(rng.gauss(mean, stdev)))
+    return value if high is None else min(value, high)
+
+
+def check_token_bounds(input_tokens: int, output_tokens: int | None, min_tokens: int | None,
+                       input_stdev: float, output_stdev: float) -> None:
+    """Token counts and spreads within :mod:`loadgen.bounds` (one line before any load)."""
+    for value, what, problem in (
+            (input_tokens, "--input-tokens", input_tokens_problem),
+            (input_stdev, "--input-tokens-stdev", input_tokens_problem),
+            (output_tokens, "--output-tokens", output_tokens_problem),
+            (output_stdev, "--output-tokens-stdev", output_tokens_problem),
+            (min_tokens, "--min-tokens", output_tokens_problem)):
+        if value is None:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{what} must be a finite number (got {value!r})")
+        if message := problem(value, what):
+            raise ConfigError(message)
 
 
 @dataclass(frozen=True)
@@ -126,6 +152,8 @@ class PromptSource:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
+                           self.input_stdev, self.output_stdev)
         if self.shared_prefix_tokens and (self.dataset or self.texts):
             raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
                               "not to --dataset/--prompts")
@@ -187,8 +215,9 @@ class PromptSource:
     # -- synthetic ------------------------------------------------------------------------
     def _synthetic(self, index: int, rng: random.Random | None, salt: str) -> Prompt:
         n_in = draw_length(rng, self.input_tokens, self.input_stdev,
-                           low=self.shared_prefix_tokens + 1)
-        n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev)
+                           low=self.shared_prefix_tokens + 1, high=max_input_tokens())
+        n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev,
+                            high=max_output_tokens())
         prefix = self._prefix(index % self.prefix_groups) if self.shared_prefix_tokens else ""
         unique = n_in - self.shared_prefix_tokens
         if self.tokenizer is None:
@@ -257,7 +286,8 @@ class PromptSource:
         else:
             mean = DEFAULT_OUTPUT_TOKENS
         contents = [m["content"] for m in row.messages] if row.messages else [row.text]
-        return Prompt(row.text, draw_length(rng, mean, self.output_stdev), self.min_tokens,
+        return Prompt(row.text, draw_length(rng, mean, self.output_stdev,
+                                            high=max_output_tokens()), self.min_tokens,
                       input_tokens=sum(self._count(c) for c in contents),
                       input_tokens_exact=self.tokenizer is not None, messages=row.messages)
 
