@@ -431,11 +431,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         exports.close()  # its last writes can fail too: the results file says so
         if exports.sinks:
             result.extra["exports"] = exports.describe()
+        stopped = control.stopped  # a Ctrl-C while CloudWatch is awaited cuts only that wait
         if cloudwatch is not None:
             await cloudwatch.finish(log)
         result.target = opened.target.describe()
         result.finished_at = now_iso()
-        result.partial = (control.stopped or len(result.levels) < len(levels)
+        result.partial = (stopped or len(result.levels) < len(levels)
                           or any(level.partial for level in result.levels))
         if out is not None:
             result.save(out)

@@ -169,7 +169,8 @@ class LevelMetricsFetcher:
                                 "start_unix_s": round(window.start_s, 3),
                                 "end_unix_s": round(window.end_s, 3),
                                 "expected_invocations": level.metrics.counts.completed,
-                                "client_means_ms": list(level_client_means(level))}
+                                "client_means_ms": list(level_client_means(level)),
+                                "t0_ns": level.start_ns}
             return
         deadline = level.end_ns / 1e9 + self.settings.wait_s  # perf_counter = monotonic here
         task = asyncio.ensure_future(asyncio.to_thread(
@@ -189,6 +190,9 @@ class LevelMetricsFetcher:
         for level, task in self._pending:
             section = await task
             section["client_vs_endpoint"] = client_vs_endpoint(section, *level_client_means(level))
+            # The series' t_s count from the level's start: on a timeline, this is where
+            # they start (perf_counter_ns, the clock of the client's rows).
+            section["t0_ns"] = level.start_ns
             level.cloudwatch = section
         self._pending.clear()
 
@@ -211,4 +215,5 @@ def fetch_pending(pending: dict[str, Any], settings: CloudWatchSettings,
                           deadline=time.monotonic() + left_s, poll_s=settings.poll_s,
                           cancel=cancel)
     section["client_vs_endpoint"] = client_vs_endpoint(section, *pending["client_means_ms"])
+    section["t0_ns"] = pending.get("t0_ns")
     return section
