@@ -185,6 +185,25 @@ def test_nothing_published_is_incomplete_after_the_wait_and_names_every_empty_me
     assert len(cw["empty"]) == 10 and cw["client_vs_endpoint"] is None
 
 
+@pytest.mark.integration
+def test_a_stop_while_waiting_for_cloudwatch_keeps_what_arrived_and_the_run_complete(aws):
+    from loadgen.engine import RunControl
+
+    control = RunControl()
+
+    def stop_soon(level):  # Ctrl-C half a second into the (30 s) wait
+        asyncio.get_running_loop().call_later(0.5, control.stop)
+
+    with SageMakerTestServer() as server:
+        results = asyncio.run(sweep(
+            "sagemaker://openai", loads=[ConstantConcurrency(1)], stop=StopRule(requests=2),
+            endpoint_url=server.url, control=control, on_level=stop_soon,
+            cloudwatch=CloudWatchSettings(wait_s=30, endpoint_url=aws, poll_s=0.2)))
+    cw = results.to_dict()["levels"][0]["cloudwatch"]
+    assert cw["status"] == "incomplete" and cw["waited_s"] < 25
+    assert not results.partial  # every level was measured: only the wait was cut
+
+
 def test_client_vs_endpoint_reads_where_model_latency_ends():
     section = {"metrics": {"ModelLatency": {"level": {"mean_ms": 900.0}},
                            "OverheadLatency": {"level": {"mean_ms": 10.0}}}}
