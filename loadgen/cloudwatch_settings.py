@@ -53,4 +53,5 @@ class CloudWatchSettings:
         if not (0 <= self.wait_s <= 3600):  # also refuses NaN
             raise ConfigError(f"--cloudwatch-wait must be 0 to 3600 seconds (got {self.wait_s})")
         if not (0 < self.poll_s <= 600):
-            raise ConfigError(f"CloudWatch poll interval must be > 0 and <= 600 s (got {self.poll_s})")
+            raise ConfigError("CloudWatch poll interval must be > 0 and <= 600 s "
+                              f"(got {self.poll_s})")

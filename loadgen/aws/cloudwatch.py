@@ -23,8 +23,8 @@ overlap the level (``t + period > start`` and ``t < end``); level statistics use
 A latency's level mean is exact: Σ Sum / Σ SampleCount over the level's periods. Its level
 p50 is the median of the per-period p50s weighted by each period's sample count (CloudWatch
 cannot merge percentiles across periods; for a steady level they agree closely); percentiles
-are asked in a separate call, once the rest has arrived, so an endpoint (or emulator) that
-refuses them costs only the percentiles.
+are asked in a separate call once polling is over, so an endpoint (or emulator) that refuses
+them costs only the percentiles.
 
 Pure functions (:func:`metric_queries`, :func:`parse_results`, :func:`level_section`) are
 separate from the one boto3 call (:func:`get_metric_data`).

@@ -66,7 +66,9 @@ def fetch_level(aws: AwsConfig, window: Window, *, expected_invocations: int,
             points = get_metric_data(cloudwatch, metric_queries(window), start_s, end_s)
             polls += 1
             arrived = _arrived(level_section(points, window), expected_invocations)
-            if arrived or clock() >= deadline or cancel.wait(max(0.0, min(poll_s, deadline - clock()))):
+            if arrived or clock() >= deadline:
+                break
+            if cancel.wait(max(0.0, min(poll_s, deadline - clock()))):
                 break
         try:  # percentiles, once: an endpoint (or emulator) refusing them costs only them
             points.update(get_metric_data(cloudwatch, percentile_queries(window), start_s, end_s))
@@ -75,7 +77,8 @@ def fetch_level(aws: AwsConfig, window: Window, *, expected_invocations: int,
     except LoadgenError as err:
         return {**out, "status": "error", "error": str(err), "polls": polls,
                 "waited_s": round(clock() - began, 1)}
-    return {**out, **level_section(points, window), "status": "complete" if arrived else "incomplete",
+    return {**out, **level_section(points, window),
+            "status": "complete" if arrived else "incomplete",
             "expected_invocations": expected_invocations, "polls": polls,
             "waited_s": round(clock() - began, 1)}
 
@@ -144,8 +147,9 @@ class LevelMetricsFetcher:
     def __init__(self, target: dict[str, Any], settings: CloudWatchSettings) -> None:
         self.endpoint = target["endpoint"]
         self.variant = target.get("target_variant") or DEFAULT_VARIANT
+        self.region = target.get("region")  # the target's, already resolved
         # One attempt per call: the poll loop is the retry.
-        self.aws = AwsConfig(region=target.get("region"), endpoint_url=settings.endpoint_url,
+        self.aws = AwsConfig(region=self.region, endpoint_url=settings.endpoint_url,
                              max_attempts=1)
         self.settings = settings
         self.skip_reason = _skip_reason(target, settings)
@@ -165,7 +169,7 @@ class LevelMetricsFetcher:
             window = self.window(level)
             level.cloudwatch = {"source": "cloudwatch", "status": "pending",
                                 "endpoint": window.endpoint, "variant": window.variant,
-                                "region": self.aws.resolved_region(), "period_s": window.period_s,
+                                "region": self.region, "period_s": window.period_s,
                                 "start_unix_s": round(window.start_s, 3),
                                 "end_unix_s": round(window.end_s, 3),
                                 "expected_invocations": level.metrics.counts.completed,

@@ -18,8 +18,8 @@ def print_stats(log_file: str | None, endpoint_name: str | None, url: str | None
     from ..vllm.stats_log import format_series, stats_series
 
     if url is not None:
-        raise ConfigError("--stats reads a log (--log FILE or --endpoint NAME); a server's /metrics "
-                          "is sampled during runs (--server-metrics-interval)")
+        raise ConfigError("--stats reads a log (--log FILE or --endpoint NAME); a server's "
+                          "/metrics is sampled during runs (--server-metrics-interval)")
     if endpoint_name is not None:
         series = endpoint_stats_series(endpoint_name, region=region, endpoint_url=endpoint_url,
                                        since_s=since)

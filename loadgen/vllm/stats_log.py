@@ -5,7 +5,8 @@ observability writes it to CloudWatch Logs).
 The line across versions (V0 engine, then V1; ``Engine 000:`` since ~0.9)::
 
     Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 25.3 tokens/s,
-      Running: 2 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 1.2%, CPU KV cache usage: 0.0%.
+      Running: 2 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 1.2%,
+      CPU KV cache usage: 0.0%.
     Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 25.3 tokens/s,
       Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.2%, Prefix cache hit rate: 0.0%
 
