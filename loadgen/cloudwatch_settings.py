@@ -1,7 +1,8 @@
 """Settings of a SageMaker endpoint's CloudWatch metrics, for every front door (CLI,
 scenarios, MCP, API): what a deploy asks SageMaker to publish (:class:`EndpointMetricsConfig`,
 the endpoint config's ``MetricsConfig``) and how a run reads them back
-(:class:`CloudWatchSettings`). Plain dataclasses: no AWS import here."""
+(:class:`CloudWatchSettings`, whose run options are declared on its fields). Plain
+dataclasses: no AWS import here."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .option import option
+
+_SAGEMAKER = "SageMaker (sagemaker:// targets only)"
 
 # MetricPublishFrequencyInSeconds values SageMaker accepts.
 PUBLISH_FREQUENCIES_S = (10, 30, 60, 120, 180, 240, 300)
@@ -41,8 +45,14 @@ class CloudWatchSettings:
     """``sagemaker://`` runs: reading each level's endpoint metrics from CloudWatch
     (:mod:`loadgen.aws.level_metrics`). CloudWatch publishes them a minute or more late."""
 
-    wait_s: float = 90.0  # --cloudwatch-wait: most seconds after a level to wait (0: skip)
-    endpoint_url: str | None = None  # --cloudwatch-endpoint-url (VPC endpoint, emulator)
+    wait_s: float = option(90.0, _SAGEMAKER, "After each level, wait up to S seconds (in the "
+                           "background) for the endpoint's CloudWatch metrics, which arrive "
+                           "late (0: don't read them).", metavar="S", low=0, high=3600,
+                           key="cloudwatch_wait_s", flag="--cloudwatch-wait")
+    endpoint_url: str | None = option(None, _SAGEMAKER, "CloudWatch API endpoint (a VPC "
+                                      "endpoint, or a local emulator).", metavar="URL",
+                                      key="cloudwatch_endpoint_url",
+                                      none_means="botocore's for the region")
     poll_s: float = 5.0  # between two GetMetricData polls while waiting
     period_s: int = 10  # the data points' period (the finest SageMaker publishes)
     # Scenario phases: don't fetch during the run; mark each level "pending" with its

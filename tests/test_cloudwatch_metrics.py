@@ -5,6 +5,7 @@ published known data points for the endpoint (plus decoys the fetch must leave o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import subprocess
@@ -14,7 +15,7 @@ import boto3
 import pytest
 from botocore.model import ServiceModel
 
-from loadgen.api import sweep
+from loadgen.api import build_config, sweep
 from loadgen.aws import AwsConfig, DeploySpec, deploy_endpoint
 from loadgen.aws.level_metrics import client_vs_endpoint, wall_window
 from loadgen.aws.metrics_config import EndpointMetricsConfig, metrics_config_argument
@@ -34,6 +35,16 @@ from tests.helpers.aws_env import isolate_aws, reset_moto
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
 IMAGE = "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:0.11-gpu-py312"
+
+
+def sagemaker_run(runtime_url: str, cloudwatch: CloudWatchSettings, concurrency: int,
+                  requests: int, **keywords):
+    """``sweep`` of one level on the event-stream test server, reading CloudWatch with
+    ``cloudwatch`` (its poll interval is not a run option: set on the RunConfig)."""
+    config = build_config("sagemaker://openai", loads=[ConstantConcurrency(concurrency)],
+                          stop=StopRule(requests=requests), endpoint_url=runtime_url)
+    config = dataclasses.replace(config, cloudwatch=cloudwatch)
+    return asyncio.run(sweep(config=config, **keywords))
 
 
 @pytest.fixture
@@ -137,10 +148,9 @@ def test_a_level_fetches_exactly_the_published_datapoints(aws, tmp_path):
         _publish(aws, "openai", wall_window(level.start_ns, level.end_ns)[0])
 
     with SageMakerTestServer() as server:
-        results = asyncio.run(sweep(
-            "sagemaker://openai", loads=[ConstantConcurrency(2)], stop=StopRule(requests=4),
-            endpoint_url=server.url, out=out, on_level=published,
-            cloudwatch=CloudWatchSettings(wait_s=10, endpoint_url=aws, poll_s=0.2)))
+        results = sagemaker_run(server.url, CloudWatchSettings(wait_s=10, endpoint_url=aws,
+                                                               poll_s=0.2),
+                                2, 4, out=out, on_level=published)
     level = json.loads(out.read_text())["levels"][0]
     assert level["requests"]["completed"] == 4
     cw = level["cloudwatch"]
@@ -176,10 +186,8 @@ def test_a_level_fetches_exactly_the_published_datapoints(aws, tmp_path):
 @pytest.mark.integration
 def test_nothing_published_is_incomplete_after_the_wait_and_names_every_empty_metric(aws, tmp_path):
     with SageMakerTestServer() as server:
-        results = asyncio.run(sweep(
-            "sagemaker://openai", loads=[ConstantConcurrency(1)], stop=StopRule(requests=2),
-            endpoint_url=server.url,
-            cloudwatch=CloudWatchSettings(wait_s=0.5, endpoint_url=aws, poll_s=0.2)))
+        results = sagemaker_run(server.url, CloudWatchSettings(wait_s=0.5, endpoint_url=aws,
+                                                               poll_s=0.2), 1, 2)
     cw = results.to_dict()["levels"][0]["cloudwatch"]
     assert cw["status"] == "incomplete" and cw["polls"] >= 1 and cw["expected_invocations"] == 2
     assert len(cw["empty"]) == 10 and cw["client_vs_endpoint"] is None
@@ -195,10 +203,9 @@ def test_a_stop_while_waiting_for_cloudwatch_keeps_what_arrived_and_the_run_comp
         asyncio.get_running_loop().call_later(0.5, control.stop)
 
     with SageMakerTestServer() as server:
-        results = asyncio.run(sweep(
-            "sagemaker://openai", loads=[ConstantConcurrency(1)], stop=StopRule(requests=2),
-            endpoint_url=server.url, control=control, on_level=stop_soon,
-            cloudwatch=CloudWatchSettings(wait_s=30, endpoint_url=aws, poll_s=0.2)))
+        results = sagemaker_run(server.url, CloudWatchSettings(wait_s=30, endpoint_url=aws,
+                                                               poll_s=0.2),
+                                1, 2, control=control, on_level=stop_soon)
     cw = results.to_dict()["levels"][0]["cloudwatch"]
     assert cw["status"] == "incomplete" and cw["waited_s"] < 25
     assert not results.partial  # every level was measured: only the wait was cut
@@ -245,10 +252,15 @@ def test_cli_sweep_prints_a_cloudwatch_line_per_level(aws, tmp_path):
     assert [lv["cloudwatch"]["status"] for lv in levels] == ["complete", "complete"]
 
 
-def test_cloudwatch_endpoint_url_needs_a_sagemaker_target():
-    from loadgen.runconfig import RunConfig, TargetConfig
+def test_the_cloudwatch_options_are_run_options_with_one_default():
+    """Declared once (CloudWatchSettings' fields): the CLI, MCP, scenarios and the API
+    take them by the same names, with the same defaults."""
+    from loadgen.runconfig import build_run, option_defaults
 
-    with pytest.raises(ConfigError, match="only applies to sagemaker:// targets"):
-        RunConfig(loads=(ConstantConcurrency(1),), stop=StopRule(requests=1),
-                  target=TargetConfig("http://127.0.0.1:9"),
-                  cloudwatch=CloudWatchSettings(endpoint_url="http://127.0.0.1:9"))
+    defaults = option_defaults()
+    assert defaults["cloudwatch_wait_s"] == 90.0 and defaults["cloudwatch_endpoint_url"] is None
+    config = build_run({"target": "sagemaker://x", "cloudwatch_wait_s": 5,
+                        "cloudwatch_endpoint_url": "http://127.0.0.1:9"})
+    assert config.cloudwatch.wait_s == 5.0 and config.cloudwatch.endpoint_url == "http://127.0.0.1:9"
+    with pytest.raises(ConfigError, match="cloudwatch"):
+        build_run({"cloudwatch_wait_s": 4000})

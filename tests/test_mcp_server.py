@@ -185,7 +185,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(tmp_path):
         return errors, await call(client, "list_runs")
 
     errors, runs = session(options(tmp_path), body)
-    expected = ["concurrency must be >= 1", "target", "either concurrency", "api",
+    expected = ["concurrency[0] must be >= 1", "target", "not both", "api",
                 "is not a run id", "no run 20260101-000000-abcd", "nope.json: no such file",
                 "nope.yaml: no such file", "exactly one of log_file, endpoint, url"]
     for text, wanted in zip(errors, expected):

@@ -49,12 +49,12 @@ def scenario_file(tmp_path: Path, moto_url: str, runtime_url: str) -> Path:
     path.write_text(textwrap.dedent(f"""\
         name: deploy-test
         hardware: {{instance_type: ml.g4dn.xlarge, region: {REGION}, price_per_hour: 0.7364}}
+        request: {{cloudwatch_wait_s: 3}}
         measurements:
           single_stream: {{requests: 2, output_tokens: 8, warmup: 0}}
           fixed_length: {{enabled: false}}
           sweep: {{concurrency: [1, 2], requests: 2, output_tokens: 8}}
           fidelity: {{enabled: false}}
-          cloudwatch: {{wait: 3}}
         phases:
           - label: bf16-a
             checkpoint: bf16

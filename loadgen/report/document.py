@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE, few_samples
 from .compare import LEVEL_METRICS, mismatch_line, token_fidelity_line
+from .turns import turn_table
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
 REPORT_RATIO_METRICS = ("output_tokens_per_s", "decode_tokens_per_s", "ttft_ms_p50",
@@ -121,10 +122,16 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     from .cloudwatch import cloudwatch_section  # it builds on this module's blocks
 
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
-                _throughput(summary), _latency(summary), _goodput(summary), _comparison(summary),
+                _throughput(summary), _latency(summary), _turns(summary), _goodput(summary),
+                _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
                 cloudwatch_section(summary), _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]
+
+
+def _turns(summary: dict) -> Section:
+    title, note, headers, rows = turn_table(summary, num)
+    return Section(title, [Paragraph(note), Table(headers, rows)] if rows else [])
 
 
 def _overview(summary: dict) -> Section:

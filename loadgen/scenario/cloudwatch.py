@@ -11,13 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..cloudwatch_settings import CloudWatchSettings
-from .phase import PhaseDoc
+from ..runconfig import default
+from .schema import Phase, Scenario
+
+if TYPE_CHECKING:
+    from .phase import PhaseDoc
 
 
-def _pending(doc: PhaseDoc) -> list[tuple[Callable[[dict], None], dict]]:
+def phase_settings(scenario: Scenario, phase: Phase) -> CloudWatchSettings:
+    """The phase's CloudWatch reading: the ``request:`` section's ``cloudwatch_wait_s`` and
+    ``cloudwatch_endpoint_url`` (default: the deploy block's ``endpoint_url``, the AWS
+    endpoint the phase already uses), deferred to after the phase."""
+    values = scenario.request.values
+    endpoint_url = values.get("cloudwatch_endpoint_url") or (
+        phase.deploy.endpoint_url if phase.deploy is not None else None)
+    return CloudWatchSettings(wait_s=values.get("cloudwatch_wait_s",
+                                                default(CloudWatchSettings, "wait_s")),
+                              endpoint_url=endpoint_url, defer=True)
+
+
+def _pending(doc: "PhaseDoc") -> list[tuple[Callable[[dict], None], dict]]:
     """(where to put the fetched section, the pending section) of every level of the phase."""
     found: list[tuple[Callable[[dict], None], dict]] = []
     for level in doc.run.levels:  # the sweep's LevelResults
@@ -31,7 +47,7 @@ def _pending(doc: PhaseDoc) -> list[tuple[Callable[[dict], None], dict]]:
     return found
 
 
-def fetch_phase_metrics(doc: PhaseDoc, settings: CloudWatchSettings, cancel: threading.Event,
+def fetch_phase_metrics(doc: "PhaseDoc", settings: CloudWatchSettings, cancel: threading.Event,
                         log: Callable[[str], None]) -> asyncio.Task | None:
     """Start reading the phase's pending levels (None: there are none); the task rewrites
     the phase file once they are in."""

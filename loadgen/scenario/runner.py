@@ -33,7 +33,7 @@ from .phase import (
     phase_file,
     read_phase_file,
 )
-from .cloudwatch import fetch_phase_metrics
+from .cloudwatch import fetch_phase_metrics, phase_settings
 from .schema import Phase, Scenario
 from .servers import ServerPool, served
 
@@ -177,7 +177,7 @@ async def run_phase(scenario: Scenario, phase: Phase, options: RunOptions, info:
         doc.finish(status)
         say(f"{status}: {path}")
         outcome = PhaseOutcome(phase.label, status, path)
-    task = fetch_phase_metrics(doc, scenario.measurements.cloudwatch.settings(phase.deploy),
+    task = fetch_phase_metrics(doc, phase_settings(scenario, phase),
                                cancel or threading.Event(), say)
     if task is not None:
         if background is None:
