@@ -17,7 +17,7 @@ from ..load import Load, StopRule
 from ..metrics import LevelMetrics
 from ..record import Prompt, RequestRecord
 from ..slo import SLO, SLOCounts
-from ..targets.base import PreparedRequest, PreparingTarget, Target
+from ..targets.base import ChainingTarget, PreparedRequest, PreparingTarget, Target
 from ..workload.prompts import Session
 from .control import RunControl
 from .share import RequestIds, Share
@@ -85,6 +85,7 @@ class Level:
         self.grace_s = stop.graceful_stop_s
         # Checked once: isinstance against a runtime Protocol costs ~100 µs.
         self.preparing = isinstance(target, PreparingTarget)
+        self.chaining = isinstance(target, ChainingTarget)  # the closed loop's fast path
 
     # -- the phase's time line --------------------------------------------------------------
     def begin(self, start_ns: int) -> None:

@@ -225,7 +225,8 @@ async def _progress_ticker(level: Level, on_progress: ProgressFn) -> None:
         on_progress(snap)
 
 
-_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures")
+_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures",
+             "sent_on_completion")
 
 
 def _connection_counters(target: Target) -> dict[str, int]:

@@ -29,9 +29,9 @@ from ..codecs.openai_response import OpenAIResponse, error_message
 from ..config import APIS, TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
-from .base import PreparedRequest
+from .base import PreparedRequest, Successor
 from .http_pool import HTTPPool
-from .session import AiohttpTransport, Connections
+from .session import AiohttpTransport, ChainedSend, Connections
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -156,5 +156,25 @@ class OpenAIHTTPTarget:
     async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
                             on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
-        response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
-        await self._connections.send(self._endpoint, prepared, record, response, on_sent)
+        await self._connections.send(self._endpoint, prepared, record, self._respond(record),
+                                     on_sent)
+
+    async def send_chained(self, prepared: PreparedRequest, record: RequestRecord,
+                           on_sent: Callable[[], None] | None, successor: Successor,
+                           started: Any = None) -> None:
+        """``send_prepared`` with the fast path (:mod:`.http_pool`): ``started`` is a
+        request the pool already wrote as the stream's previous response ended."""
+        if started is None:
+            record.start_ns = record.start_ns or time.perf_counter_ns()
+        response = started.handler if started is not None else self._respond(record)
+        follow = (ChainedSend(successor, on_sent, _wire, self._respond)
+                  if self._connections.pool is not None else None)
+        await self._connections.send(self._endpoint, prepared, record, response, on_sent,
+                                     follow, started)
+
+    def _respond(self, record: RequestRecord) -> OpenAIResponse:
+        return OpenAIResponse(record, self.options.stream, self.options.keep_text)
+
+
+def _wire(prepared: PreparedRequest) -> bytes | None:
+    return prepared.wire
