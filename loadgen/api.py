@@ -147,6 +147,7 @@ class OpenedTarget:
     metrics_url: str | None  # where levels sample /metrics (None: not a vLLM HTTP server)
     # Request ids stay unique over every run on the target (server logs can be matched).
     ids: RequestIds = dataclasses.field(default_factory=RequestIds)
+    given: bool = False  # a Target object the caller built (workers cannot share it)
 
 
 @contextlib.asynccontextmanager
@@ -161,7 +162,8 @@ async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_s
                                control or RunControl()) as (opened, simulated):
         facts = await _server_facts(opened) if server_facts else None
         yield OpenedTarget(opened, simulated, server=facts or {},
-                           metrics_url=opened.describe()["url"] if facts is not None else None)
+                           metrics_url=opened.describe()["url"] if facts is not None else None,
+                           given=not isinstance(target, str))
 
 
 async def _measure_level(target: Target, load: Load, sample_url: str | None,
@@ -204,7 +206,8 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                  prompts: PromptSource | None = None,
                  workload: WorkloadSettings | None = None,
                  server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
-                 ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
+                 ray: str | None = None, quiet_gc: bool = _UNSET,
+                 **sagemaker_options: Any) -> RunConfig:
     """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
     if stop is None:
         raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
@@ -214,7 +217,9 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
         raise ConfigError(f"unknown keyword(s): {', '.join(unknown)}")
     defaults = {name: value for name, value in (("server_metrics_interval_s",
                                                   server_metrics_interval_s),
-                                                 ("workers", workers)) if value is not _UNSET}
+                                                 ("workers", workers),
+                                                 ("quiet_gc", quiet_gc))
+                if value is not _UNSET}
     return RunConfig(loads=tuple(loads), stop=stop,
                      target=TargetConfig(target, **sagemaker_options),
                      options=options or RequestOptions(), prompts=prompts,
@@ -232,6 +237,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                 on_start: Callable[[RunResult], None] | None = None,
                 server_metrics_interval_s: float | None = _UNSET,
                 workers: Workers = _UNSET, ray: str | None = None,
+                quiet_gc: bool = _UNSET,
                 config: RunConfig | None = None, log: Callable[[str], None] | None = None,
                 **sagemaker_options) -> Results:
     """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
@@ -252,7 +258,11 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
     warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
     synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; traces and exports run in one process only.
+    what to export; traces and exports run in one process only. ``quiet_gc`` (default
+    True): while a level is measured, what setup allocated is frozen out of the garbage
+    collector's walks and its thresholds are raised for the level's size, so collections
+    do not land in bursts of timestamps; restored after each level (:mod:`loadgen.gcpolicy`);
+    False leaves the collector alone.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
     levels = None
@@ -266,11 +276,13 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
         config = build_config(url, loads=loads, stop=stop,
                               options=options, prompts=prompts, workload=workload,
                               server_metrics_interval_s=server_metrics_interval_s,
-                              workers=workers, ray=ray, **sagemaker_options)
+                              workers=workers, ray=ray, quiet_gc=quiet_gc,
+                              **sagemaker_options)
     else:
         keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
                     "prompts": prompts, "workload": workload, "ray": ray, **sagemaker_options,
-                    "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
+                    "server_metrics_interval_s": server_metrics_interval_s, "workers": workers,
+                    "quiet_gc": quiet_gc}
         given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
         if given:
             raise ConfigError(f"pass either config=RunConfig(...) or {', '.join(given)}, "
@@ -307,7 +319,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
         config = dataclasses.replace(config, options=options)  # workers build from it
-    if _scaled(config):
+    if _scaled(config, in_process_target=target is not None):
         if target is not None:
             raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
@@ -321,9 +333,9 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                             on_level=on_level, on_start=on_start, log=log, levels=levels)
 
 
-def _scaled(config: RunConfig) -> bool:
+def _scaled(config: RunConfig, in_process_target: bool = False, prompts: Any = None) -> bool:
     """Whether worker processes (or Ray actors) generate the load."""
-    return config.worker_count() > 1 or config.ray is not None
+    return config.worker_count(in_process_target, prompts) > 1 or config.ray is not None
 
 
 async def run_on(opened: OpenedTarget, config: RunConfig, *,
@@ -342,9 +354,11 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
     control = control or RunControl()
     workload = config.workload
     prompts = config.prompts if config.prompts is not None else workload.prompt_source()
+    in_process = opened.given  # a Target object the caller built: this process only
+    choice = config.worker_choice(in_process, prompts)
     async with contextlib.AsyncExitStack() as stack:
         pool = None
-        if _scaled(config):
+        if _scaled(config, in_process, prompts):
             from .workers import worker_pool
 
             config = config.for_workers(prompts)
@@ -359,6 +373,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                            simulated=opened.simulated, server=dict(opened.server))
         result.extra["workload"] = workload.describe(
             prompts if isinstance(prompts, PromptSource) else None)
+        result.extra["worker_choice"] = choice.to_dict()  # how many processes, and why
         if pool is not None:
             result.extra["workers"] = pool.describe()
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
@@ -368,7 +383,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
-            slos=workload.slos, sinks=exports.sinks)
+            slos=workload.slos, sinks=exports.sinks, quiet_gc=config.quiet_gc)
         if on_start:
             on_start(result)
         for index, load in enumerate(levels):

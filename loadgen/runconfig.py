@@ -23,9 +23,12 @@ from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, Stop
 from .workload.prompts import PromptSource
 from .workload.settings import WorkloadSettings
 
-# What one worker process is asked to drive at most when ``workers="auto"`` sizes a run.
+# One process's budget when ``workers="auto"`` sizes a run: the concurrency up to which one
+# process's TTFT error stays within ~2x the raw client's (benchmarks/ttft_error.py, see
+# BENCHMARKS.md "Fast path"). Open loop: not measured; an arrival rate whose in-flight
+# requests are of that order for ~3 s streams.
 STREAMS_PER_WORKER = 256
-ARRIVALS_PER_S_PER_WORKER = 50.0
+ARRIVALS_PER_S_PER_WORKER = 100.0
 
 Workers = Union[int, str]  # a count, or "auto"
 
@@ -86,8 +89,8 @@ class TargetConfig:
 class RunConfig:
     """A whole run: target, request options, prompts, load levels and their stop rule.
 
-    ``workers``: processes generating the load (1 = this process, today's behaviour;
-    ``"auto"`` = :func:`auto_workers`). ``ray``: a Ray cluster address (``auto``,
+    ``workers``: processes generating the load (``"auto"``, the default: one process up
+    to its budget, :func:`choose_workers`; 1 = this process always). ``ray``: a Ray cluster address (``auto``,
     ``local`` or ``ray://...``) to run the workers as Ray actors instead of processes.
     """
 
@@ -98,8 +101,11 @@ class RunConfig:
     prompts: PromptSource | None = None  # None: the workload's (synthetic, dataset, trace)
     workload: WorkloadSettings = WorkloadSettings()
     server_metrics_interval_s: float | None = 1.0  # None: don't sample vLLM /metrics
-    workers: Workers = 1
+    workers: Workers = "auto"
     ray: str | None = None
+    # Garbage collection off the measurement (loadgen.gcpolicy): setup frozen, thresholds
+    # raised while a level is measured, restored after. False: leave the collector alone.
+    quiet_gc: bool = True
 
     def __post_init__(self) -> None:
         if not self.loads:
@@ -116,12 +122,7 @@ class RunConfig:
         """This run for worker processes: ``prompts`` (a :class:`PromptSource`) with one
         salt, chosen here, so every worker makes the same prompt for a request index.
         What cannot be split across processes yet is a one-line error."""
-        workload = self.workload
-        unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (workload.profile, "--profile"),
-                        (workload.save_requests or workload.hdr_log,
-                         "--save-requests/--hdr-log")]
-        given = [flag for bad, flag in unsplittable if bad]
+        given = self.one_process_only(prompts)
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
@@ -129,11 +130,36 @@ class RunConfig:
             prompts = dataclasses.replace(prompts, salt=secrets.token_hex(3) + "-")
         return dataclasses.replace(self, prompts=prompts)
 
-    def worker_count(self, cores: int | None = None) -> int:
-        """How many workers generate the load (``auto`` resolved against ``cores``)."""
-        if self.workers == "auto":
-            return auto_workers(self.loads, cores if cores is not None else os.cpu_count() or 1)
-        return int(self.workers)
+    def one_process_only(self, prompts: Any = None) -> list[str]:
+        """The options given that cannot be split across worker processes yet (``prompts``:
+        the run's, when not ``self.prompts``)."""
+        workload = self.workload
+        prompts = prompts if prompts is not None else self.prompts
+        return [flag for given, flag in (
+            (workload.trace or (prompts is not None
+                                and not isinstance(prompts, PromptSource)), "--trace"),
+            (workload.profile, "--profile"),
+            (workload.save_requests or workload.hdr_log, "--save-requests/--hdr-log"))
+            if given]
+
+    def worker_choice(self, in_process_target: bool = False, prompts: Any = None) -> WorkerChoice:
+        """How many processes generate the load, and why (``auto`` resolved against this
+        machine's cores and this process's CPU affinity). ``in_process_target``: the
+        caller gave a Target object, which worker processes cannot share."""
+        if self.workers != "auto":
+            count = int(self.workers)
+            return WorkerChoice(count, self.workers, f"{count} workers, as asked" if count > 1
+                                else "one process, as asked")
+        held = (self.one_process_only(prompts)
+                + (["a Target object"] if in_process_target else []))
+        if held or self.ray is not None:
+            why = "Ray actors generate the load" if self.ray else f"{', '.join(held)} run in one process"
+            return WorkerChoice(1, "auto", f"one process: {why}")
+        return choose_workers(self.loads, os.cpu_count() or 1, cpu_affinity())
+
+    def worker_count(self, in_process_target: bool = False, prompts: Any = None) -> int:
+        """How many workers generate the load (``auto`` resolved: :meth:`worker_choice`)."""
+        return self.worker_choice(in_process_target, prompts).workers
 
 
 def check_workers(workers: Workers) -> None:
@@ -155,21 +181,70 @@ def parse_workers(text: str) -> Workers:
     return workers
 
 
-def auto_workers(loads: Sequence[Load], cores: int) -> int:
-    """min(cores − 1, what the heaviest level needs), at least 1.
+@dataclass(frozen=True)
+class WorkerChoice:
+    """How many processes generate a run's load, what was asked, and why (the run's
+    header prints ``reason``; results record all three)."""
 
-    A level needs one worker per :data:`STREAMS_PER_WORKER` concurrent streams (closed
-    loop) or per :data:`ARRIVALS_PER_S_PER_WORKER` arrivals/s (open loop).
-    """
-    needed = 1
+    workers: int
+    requested: Workers
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workers": self.workers, "requested": self.requested, "reason": self.reason}
+
+
+def cpu_affinity() -> int | None:
+    """Cores this process may run on (None: the platform does not say)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def usable_cores(cpu_count: int, affinity: int | None) -> int:
+    """Cores loadgen may use: those its affinity allows (else all), one left for the system
+    where there are at least 4."""
+    cores = max(1, min(cpu_count, affinity) if affinity else cpu_count)
+    return cores - 1 if cores >= 4 else cores
+
+
+def choose_workers(loads: Sequence[Load], cpu_count: int,
+                   affinity: int | None) -> WorkerChoice:
+    """``workers="auto"``, as a pure function of the machine and the load: one process up
+    to :data:`STREAMS_PER_WORKER` concurrent streams (closed loop) or
+    :data:`ARRIVALS_PER_S_PER_WORKER` arrivals/s (open loop) in the heaviest level, then
+    one worker per budget, at most :func:`usable_cores`."""
+    needed, heaviest = 1, ""
     for load in loads:
         if isinstance(load, ConstantConcurrency):
-            need = -(-load.concurrency // STREAMS_PER_WORKER)
-        else:
+            need, label = -(-load.concurrency // STREAMS_PER_WORKER), f"concurrency {load.concurrency}"
+        elif getattr(load, "rate", None):
             need = int(-(-load.rate // ARRIVALS_PER_S_PER_WORKER))
-        needed = max(needed, need)
-    return max(1, min(cores - 1, needed))
+            label = f"rate {load.rate:g}/s"
+        else:
+            continue
+        if need > needed or not heaviest:
+            needed, heaviest = max(needed, need), label
+    cores = usable_cores(cpu_count, affinity)
+    where = (f"{cores} usable core{'s' * (cores > 1)}"
+             + (f" of {cpu_count}" if cores != cpu_count else ""))
+    if needed == 1:
+        return WorkerChoice(1, "auto", f"one process: {heaviest or 'the load'} is within one "
+                            f"process's budget ({STREAMS_PER_WORKER} streams)")
+    workers = min(cores, needed)
+    if workers == 1:
+        return WorkerChoice(1, "auto", f"one process: {heaviest} would take {needed} but "
+                            f"loadgen may use {where}")
+    short = f", of {needed} wanted" if workers < needed else ""
+    return WorkerChoice(workers, "auto", f"{workers} workers: {heaviest} is more than one "
+                        f"process's budget ({STREAMS_PER_WORKER} streams); {where}{short}")
+
+
+def auto_workers(loads: Sequence[Load], cores: int, affinity: int | None = None) -> int:
+    """The worker count of :func:`choose_workers`."""
+    return choose_workers(loads, cores, affinity).workers
 
 
 __all__ = ["RunConfig", "TargetConfig", "DEFAULT_REQUESTS", "default", "parse_workers",
-           "auto_workers", "ArrivalRate", "ConstantConcurrency", "StopRule"]
+           "auto_workers", "choose_workers", "WorkerChoice", "ArrivalRate", "ConstantConcurrency", "StopRule"]

@@ -48,6 +48,7 @@ class LevelRun:
     slos: tuple[SLO, ...] = ()  # judged on every measured request
     sinks: tuple[RecordSink, ...] = ()  # exports: see every measured request
     clock: Clock = MONOTONIC
+    quiet_gc: bool = True  # setup frozen, thresholds raised while measuring (gcpolicy)
 
 
 def _ns(seconds: float | None) -> int | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..clock import MONOTONIC, Clock, first_of
+from ..gcpolicy import quiet_gc as gc_off_the_measurement
 from ..load import ConstantConcurrency, Load, StopRule, connections_needed
 from ..metrics import LevelMetrics
 from ..record import RequestRecord
@@ -72,15 +73,17 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts
                     on_progress: ProgressFn | None = None,
                     ids: RequestIds | None = None,
                     watchers: Sequence[Watcher] = (), slos: Sequence[SLO] = (),
-                    sinks: Sequence[RecordSink] = (), clock: Clock = MONOTONIC) -> LevelResult:
+                    sinks: Sequence[RecordSink] = (), clock: Clock = MONOTONIC,
+                    quiet_gc: bool = True) -> LevelResult:
     """Warm up (if asked), then measure one level. Never raises for request failures.
 
     ``watchers`` (e.g. a server-metrics sampler) run alongside the measured phase, next to
     the client self-check. ``slos`` are evaluated on every measured request; ``sinks``
     (exports) see every measured request as it finishes. ``clock``: tests pass a virtual one.
+    ``quiet_gc``: garbage collection off the measurement (:mod:`loadgen.gcpolicy`).
     """
     how = LevelRun(control or RunControl(), ids or RequestIds(), keep_records=keep_records,
-                   slos=tuple(slos), sinks=tuple(sinks), clock=clock)
+                   slos=tuple(slos), sinks=tuple(sinks), clock=clock, quiet_gc=quiet_gc)
     await warm_up(target, load, stop, prompts, how)
     return await measure(target, load, stop, prompts, how, on_progress=on_progress,
                          watchers=watchers)
@@ -107,9 +110,10 @@ async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, 
     worker's share of it (ramp-up offsets)."""
     level = Level(target, load, stop, prompts, how, measured=True, metrics=metrics,
                   slo=slo, whole=whole)
-    monitor = ClientMonitor(clock=how.clock)
-    before = _connection_counters(target)
-    t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)
+    with gc_off_the_measurement(load, how.quiet_gc):  # its collection is not the level's CPU
+        monitor = ClientMonitor(clock=how.clock)
+        before = _connection_counters(target)
+        t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)
     tally = level.tally
     start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
     end = max(tally.last_end_ns, start)

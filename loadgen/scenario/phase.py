@@ -143,7 +143,7 @@ class Measurer:
                             texts=self.texts)
 
     def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
-                workers: int = 1) -> RunConfig:
+                workers: int | str = 1) -> RunConfig:
         return RunConfig(loads=(ConstantConcurrency(concurrency),), stop=stop,
                          target=TargetConfig(self.endpoint.url, **self.endpoint.options()),
                          options=self.options, prompts=self._prompts(output_tokens),
@@ -156,7 +156,7 @@ class Measurer:
 
     async def _level(self, opened: OpenedTarget, concurrency: int, stop: StopRule,
                      output_tokens: int, keep_records: bool = False,
-                     workers: int = 1) -> LevelResult | None:
+                     workers: int | str = 1) -> LevelResult | None:
         """One level on the phase's target (None: the run was stopped before it)."""
         config = self._config(concurrency, stop, output_tokens, workers)
         result = await run_on(opened, config, control=self.control, keep_records=keep_records,

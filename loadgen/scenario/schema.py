@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
-from ..runconfig import TargetConfig, default
+from ..runconfig import RunConfig, TargetConfig, default
 from ..simulator.profile import SimProfile
 from ..workload.prompts import PromptSource
 from .nodes import (
@@ -31,6 +31,7 @@ from .nodes import (
     Section,
     Text,
     TextMap,
+    WorkerCount,
 )
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
@@ -102,7 +103,7 @@ FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(positive)
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
                  "duration": Number(positive), "output_tokens": Integer(positive),
-                 "warmup": Integer(non_negative), "workers": Integer(positive)})
+                 "warmup": Integer(non_negative), "workers": WorkerCount()})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY})
@@ -206,7 +207,8 @@ class SweepSpec:
     duration: float | None = None
     output_tokens: int = 256
     warmup: int = 0
-    workers: int = 1  # worker processes generating each level (see loadgen.workers)
+    # Worker processes generating each level: "auto" (RunConfig's default) or a count.
+    workers: int | str = default(RunConfig, "workers")
 
     def requests_at(self, concurrency: int) -> int | None:
         if self.requests_per_stream is not None:

@@ -34,7 +34,8 @@ class WorkerEngine:
         self.config = config
         self.share = share
         self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
-                            slos=config.workload.slos)  # judged here, per request
+                            slos=config.workload.slos,  # judged here, per request
+                            quiet_gc=config.quiet_gc)
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
