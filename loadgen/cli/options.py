@@ -181,8 +181,11 @@ def _client() -> Callable:
     return cloup.option_group(
         "Load generator processes",
         click.option("--workers", default=str(default(RunConfig, "workers")), metavar="N|auto",
-                     help="Worker processes generating the load (auto: min(cores - 1, what "
-                          "the load needs)). Results are merged into one file."),
+                     help="Worker processes generating the load. auto (default): one "
+                          "process up to 256 streams, then one per 256, at most the cores "
+                          "loadgen may use (one left for the system from 4 cores); the "
+                          "header says what was chosen and why. 1: always one process. "
+                          "Results are merged into one file."),
         click.option("--ray", metavar="ADDRESS", help="Generate the load with Ray actors: "
                      "'auto' (the cluster the environment points at), 'local' (start one) or "
                      "ray://HOST:PORT. Needs loadgen[ray]."),
