@@ -70,6 +70,8 @@ class PlainProgress:
             self.echo(level_line(self.done, self.n_levels, level))
         if level.client.warning:
             self.echo(f"warning: {level.load.label}: {level.client.warning}")
+        elif level.client.note and self.level_lines:  # below the threshold: for the curious
+            self.echo(f"  note: {level.client.note}")
 
     def close(self) -> None:
         pass

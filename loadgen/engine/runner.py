@@ -120,7 +120,9 @@ async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, 
     after = _connection_counters(target)
     send_lag = tally.metrics.summary_of("send_lag_ms")
     return LevelResult(load=load, metrics=tally.metrics, duration_s=(end - start) / 1e9,
-                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"],
+                                             ttft_p50_ms=tally.metrics.summary_of("ttft_ms")["p50"],
+                                             workers=how.share.count),
                        partial=how.control.stopped, records=tally.records, start_ns=start,
                        end_ns=end,
                        connections={k: v - before.get(k, 0) for k, v in after.items()},
