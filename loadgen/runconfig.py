@@ -212,13 +212,17 @@ def usable_cores(cpu_count: int, affinity: int | None) -> int:
 def choose_workers(loads: Sequence[Load], cpu_count: int,
                    affinity: int | None) -> WorkerChoice:
     """``workers="auto"``, as a pure function of the machine and the load: one process up
-    to :data:`STREAMS_PER_WORKER` concurrent streams (closed loop) or
-    :data:`ARRIVALS_PER_S_PER_WORKER` arrivals/s (open loop) in the heaviest level, then
+    to :data:`STREAMS_PER_WORKER` concurrent streams (closed loop, or an open loop's
+    in-flight cap) or :data:`ARRIVALS_PER_S_PER_WORKER` arrivals/s (uncapped open loop) in
+    the heaviest level, then
     one worker per budget, at most :func:`usable_cores`."""
     needed, heaviest = 1, ""
     for load in loads:
         if isinstance(load, ConstantConcurrency):
             need, label = -(-load.concurrency // STREAMS_PER_WORKER), f"concurrency {load.concurrency}"
+        elif getattr(load, "max_in_flight", None):  # capped: at most that many streams
+            need = -(-load.max_in_flight // STREAMS_PER_WORKER)
+            label = f"{load.max_in_flight} in flight"
         elif getattr(load, "rate", None):
             need = int(-(-load.rate // ARRIVALS_PER_S_PER_WORKER))
             label = f"rate {load.rate:g}/s"

@@ -45,6 +45,8 @@ def test_one_process_up_to_its_budget_whatever_the_machine():
     ([C(1024)], 2, None, 2),  # this 2-core machine: both (fewer than 4: none kept back)
     ([C(1024)], 2, 1, 1),  # pinned to one core: one process
     ([ArrivalRate(450)], 32, None, 5),
+    ([ArrivalRate(100_000, max_in_flight=4)], 32, None, 1),  # the cap bounds the streams
+    ([ArrivalRate(100, max_in_flight=600)], 32, None, 3),
 ])
 def test_one_worker_per_budget_capped_by_the_usable_cores(loads, cpu_count, affinity, workers):
     choice = choose_workers(loads, cpu_count, affinity)
