@@ -34,12 +34,22 @@ else:
     from asyncio import TaskGroup
 
 
+def first_requests(level: Level, load: ConstantConcurrency) -> list[Upcoming]:
+    """Each stream's first request, built before the level starts (at most as many as the
+    level may send): otherwise C streams due at the same instant build C bodies (and
+    SigV4 signatures) after it, and the last one leaves C builds late."""
+    count = load.concurrency if level.limit is None else min(load.concurrency, level.limit)
+    return [level.prepare_next() for _ in range(count)]
+
+
 def start_streams(level: Level, load: ConstantConcurrency, tg: TaskGroup,
-                  tasks: set[asyncio.Task]) -> None:
-    """Start the level's streams in ``tg``; ``tasks`` holds them (they carry requests)."""
+                  tasks: set[asyncio.Task], firsts: list[Upcoming] = ()) -> None:
+    """Start the level's streams in ``tg``; ``tasks`` holds them (they carry requests).
+    ``firsts``: streams' first requests, built ahead (:func:`first_requests`)."""
     throttler = Throttler(1, period=1 / load.max_rate) if load.max_rate else None
     for index in range(load.concurrency):
-        tasks.add(tg.create_task(_stream(level, load, index, throttler)))
+        first = firsts[index] if index < len(firsts) else None
+        tasks.add(tg.create_task(_stream(level, load, index, throttler, first)))
 
 
 class NextRequest:
@@ -96,7 +106,7 @@ class NextRequest:
 
 
 async def _stream(level: Level, load: ConstantConcurrency, index: int,
-                  throttler: Throttler | None) -> None:
+                  throttler: Throttler | None, first: Upcoming | None = None) -> None:
     """Stream ``index`` of this process: requests back to back until the level may start
     no more. With a ramp-up, the stream starts g/C of the way through it, g being its
     level-wide index and C the level's concurrency (with workers, worker i's stream j is
@@ -106,6 +116,7 @@ async def _stream(level: Level, load: ConstantConcurrency, index: int,
     due = level.start_ns + level.ramp_ns * level.how.share.request_index(index) // concurrency
     await clock.sleep_until(due)
     following = NextRequest(level)
+    following.upcoming = first
     # The cap's delays are the task's to take: no fast path under max_rate.
     chain = following if level.chaining and throttler is None else None
     loop = asyncio.get_running_loop()

@@ -26,7 +26,7 @@ from ..record import RequestRecord
 from ..selfcheck import ClientMonitor, ClientReport
 from ..slo import SLO, SLOCounts
 from ..targets.base import Target
-from .closed_loop import start_streams
+from .closed_loop import first_requests, start_streams
 from .control import RunControl
 from .level import Level, LevelRun, Prompts
 from .open_loop import send_on_schedule
@@ -143,6 +143,10 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
     if control.stopped:
         level.begin_stop(grace_s=0)
     try:
+        # A closed loop's first requests are built before the phase starts (a burst of
+        # C streams would otherwise build C bodies and signatures after their due time).
+        firsts = (first_requests(level, level.load)
+                  if isinstance(level.load, ConstantConcurrency) else [])
         if start_ns is not None and not level.stopping:
             # Workers start together; a stop cuts the wait short.
             await first_of(level.clock.sleep_until(start_ns), level.stopped.wait())
@@ -155,7 +159,7 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
             if level.deadline_ns is not None:
                 helpers.append(tg.create_task(_stop_at_deadline(level)))
             tasks: set[asyncio.Task] = set()  # those carrying requests: the grace applies
-            driver = _drive(level, tg, tasks)
+            driver = _drive(level, tg, tasks, firsts)
             helpers.append(tg.create_task(_cancel_after_grace(level, driver, tasks)))
             if driver is not None:
                 await asyncio.wait((driver,))  # cancelled at a stop: not an error here
@@ -168,7 +172,8 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
     return level.start_ns
 
 
-def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> asyncio.Task | None:
+def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task],
+           firsts: list) -> asyncio.Task | None:
     """Start the level's load model: its streams (closed loop), or the task that sends on
     its schedule (open loop), which it returns.
 
@@ -178,7 +183,7 @@ def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> asyncio.Tas
     that raised the TTFT error a user suffers from p50/p99 ~12/40 ms to ~22/80 ms
     (benchmarks/ttft_error.py, 2026-12-01) at the same CPU."""
     if isinstance(level.load, ConstantConcurrency):
-        start_streams(level, level.load, tg, tasks)
+        start_streams(level, level.load, tg, tasks, firsts)
         return None
     return tg.create_task(send_on_schedule(level, level.load, tg, tasks))
 
