@@ -14,10 +14,9 @@ import contextlib
 import dataclasses
 import functools
 import os
-import sys
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
-from .atomic import check_writable
+from .atomic import check_writable, rewritable, same_file
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError, RunStopped
@@ -28,12 +27,7 @@ from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
-from .workload.settings import WorkloadSettings
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from .workload.settings import Exports, WorkloadSettings
 
 if TYPE_CHECKING:
     from .workers import WorkerPool
@@ -181,19 +175,24 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
 
 async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
                               sample_url: str | None, control: RunControl,
-                              on_progress: Callable[[dict], None] | None) -> LevelResult:
-    """One level on every worker; the parent samples the server's /metrics meanwhile."""
+                              on_progress: Callable[[dict], None] | None,
+                              exports: Exports) -> LevelResult:
+    """One level on every worker (their export rows and intervals written to
+    ``exports``); the parent samples the server's /metrics meanwhile."""
     if sample_url is None:
-        return await pool.level(index, load, config.stop, control, on_progress)
+        return await pool.level(index, load, config.stop, control, on_progress, exports)
     from .vllm.server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
-    async with TaskGroup() as tg:
-        watcher = tg.create_task(sampler.run())
-        try:
-            level = await pool.level(index, load, config.stop, control, on_progress)
-        finally:
-            watcher.cancel()
+    # Not a TaskGroup: a worker's one-line error (WorkerFailed) must reach the CLI as
+    # itself, not wrapped in an ExceptionGroup.
+    watcher = asyncio.ensure_future(sampler.run())
+    try:
+        level = await pool.level(index, load, config.stop, control, on_progress, exports)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
     level.server = sampler.snapshot()
     return level
 
@@ -258,7 +257,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
     warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
     synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; traces and exports run in one process only. ``quiet_gc`` (default
+    what to export; traces run in one process only. ``quiet_gc`` (default
     True): while a level is measured, what setup allocated is frozen out of the garbage
     collector's walks and its thresholds are raised for the level's size, so collections
     do not land in bursts of timestamps; restored after each level (:mod:`loadgen.gcpolicy`);
@@ -310,6 +309,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
     objects (``sweep`` turns it into typed :class:`Results`)."""
     if out is not None:
         check_writable(out)
+        _check_distinct(out, config.workload)
     control = control or RunControl()
     prompts = config.prompts if config.prompts is not None else config.workload.prompt_source()
     config = dataclasses.replace(config, prompts=prompts)
@@ -331,6 +331,17 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         return await run_on(opened, config, out=out, control=control,
                             keep_records=keep_records, on_progress=on_progress,
                             on_level=on_level, on_start=on_start, log=log, levels=levels)
+
+
+def _check_distinct(out: str | os.PathLike, workload: WorkloadSettings) -> None:
+    """An export written into the results file would destroy both: refuse before any load."""
+    if workload.save_requests and same_file(out, workload.save_requests):
+        raise ConfigError(f"--save-requests {workload.save_requests} and --out {out} are the "
+                          "same file; give each its own path")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _scaled(config: RunConfig, in_process_target: bool = False, prompts: Any = None) -> bool:
@@ -368,7 +379,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
-        exports = stack.enter_context(workload.open_exports())  # after the preflight
+        exports = stack.enter_context(workload.open_exports(log or _to_stderr))  # after preflight
         result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
                            simulated=opened.simulated, server=dict(opened.server))
         result.extra["workload"] = workload.describe(
@@ -384,28 +395,36 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
             slos=workload.slos, sinks=exports.sinks, quiet_gc=config.quiet_gc)
+        for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
+            (log or _to_stderr)(f"warning: {warning}")
         if on_start:
             on_start(result)
         for index, load in enumerate(levels):
             if control.stopped or (pool is not None and pool.broken):
                 break
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+            if pool is None and getattr(prompts, "tokenizer", None) is not None:
+                stream.prefill(prefill_count(load, config.stop),  # off the level's clock
+                               start=opened.ids.prompts)
+            exports.begin_level(index + 1, load)
             if pool is not None:
                 level = await _measure_on_workers(pool, index, load, config, sample_url, control,
-                                                  progress)
+                                                  progress, exports)
                 result.extra["workers"] = pool.describe()
             else:
-                if getattr(prompts, "tokenizer", None) is not None:
-                    stream.prefill(prefill_count(load, config.stop))  # off the level's clock
-                exports.begin_level(index + 1, load)
                 level = await measure(opened.target, load, on_progress=progress)
-                exports.end_level()
+            exports.end_level()
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
-            if out is not None:
+            if exports.sinks:
+                result.extra["exports"] = exports.describe()
+            if out is not None and rewritable(out):  # a device or FIFO gets one document
                 result.save(out)
             if on_level:
                 on_level(level)
+        exports.close()  # its last writes can fail too: the results file says so
+        if exports.sinks:
+            result.extra["exports"] = exports.describe()
         result.target = opened.target.describe()
         result.finished_at = now_iso()
         result.partial = (control.stopped or len(result.levels) < len(levels)

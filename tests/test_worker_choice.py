@@ -70,9 +70,9 @@ def test_workers_1_forces_one_process_and_n_is_taken_as_asked():
 
 def test_auto_keeps_one_process_for_what_cannot_be_split():
     heavy = dict(loads=(C(4096),), stop=StopRule(requests=1))
-    traced = RunConfig(**heavy, workload=WorkloadSettings(hdr_log="x.hlog"))
-    assert traced.worker_choice().workers == 1
-    assert "--save-requests/--hdr-log" in traced.worker_choice().reason
+    profiled = RunConfig(**heavy, workload=WorkloadSettings(profile="saturation"))
+    assert profiled.worker_choice().workers == 1
+    assert "--profile run in one process" in profiled.worker_choice().reason
     assert RunConfig(**heavy).worker_choice(in_process_target=True).workers == 1
 
 

@@ -510,7 +510,6 @@ def test_run_config_for_workers_picks_one_salt_in_the_parent():
 
 @pytest.mark.parametrize("flags, named", [
     (["sweep", "--profile", "saturation"], "--profile"),
-    (["run", "--save-requests", "req.jsonl"], "--save-requests/--hdr-log"),
 ])
 def test_workloads_one_process_features_with_workers_are_one_line_errors(tmp_path, flags, named):
     from click.testing import CliRunner

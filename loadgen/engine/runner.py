@@ -66,6 +66,9 @@ class LevelResult:
     workers: list[dict[str, Any]] | None = None  # per-worker facts when workers ran the level
     # The target's connection counters over the measured phase (opened, reconnects, ...).
     connections: dict[str, int] = field(default_factory=dict)
+    # Why requests counted incomplete were (besides a stop): {"worker_died": n} when a
+    # worker process died with requests it had started and not reported.
+    incomplete_reasons: dict[str, int] = field(default_factory=dict)
 
 
 async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,

@@ -92,6 +92,8 @@ class LoadRequest:
                               "(loadgen mcp --max-duration)")
         request.loads()  # raises for bad values (rate <= 0, unknown arrival, ...)
         request.stop()
+        request.prompts()  # the CLI's bounds on lengths, before the run starts
+        request.options()
         return request, notes
 
     def loads(self) -> list[Load]:
