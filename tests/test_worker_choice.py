@@ -86,3 +86,13 @@ def test_the_results_record_the_choice_and_the_header_prints_it(sim_url):
     choice = results.data["worker_choice"]
     assert choice["workers"] == 1 and choice["requested"] == "auto"
     assert f"workers: 1 ({choice['reason']})" in seen[0]
+
+
+def test_a_scenario_sweep_takes_auto_by_default_and_a_count_or_auto():
+    from tests.test_scenario_schema import VALID, check, messages
+
+    assert check(VALID).scenario.measurements.sweep.workers == "auto"
+    given = VALID.replace("requests: 4}", "requests: 4, workers: 3}")
+    assert check(given).scenario.measurements.sweep.workers == 3
+    bad = VALID.replace("requests: 4}", "requests: 4, workers: many}")
+    assert any("workers must be a whole number >= 1 or auto" in m for m in messages(bad))
