@@ -23,10 +23,12 @@ from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, Stop
 from .workload.prompts import PromptSource
 from .workload.settings import WorkloadSettings
 
-# One process's budget when ``workers="auto"`` sizes a run: the concurrency up to which one
-# process's TTFT error stays within ~2x the raw client's (benchmarks/ttft_error.py, see
-# BENCHMARKS.md "Fast path"). Open loop: not measured; an arrival rate whose in-flight
-# requests are of that order for ~3 s streams.
+# One process's budget when ``workers="auto"`` sizes a run (BENCHMARKS.md, "Fast path"):
+# what one process keeps accurate is an event rate, ~25k token events/s (256 streams at a
+# 10 ms ITL: TTFT error p99 1.6x the raw client's; 1024 at 40 ms: 0.9x), and 512 streams
+# at 10 ms took one process to 25-190 ms p99 where two workers kept 7-17 ms. Streams stand
+# in for events/s (the ITL is not known before the run), sized for a 10 ms ITL. Open loop:
+# not measured; an arrival rate whose in-flight requests are of that order for ~3 s streams.
 STREAMS_PER_WORKER = 256
 ARRIVALS_PER_S_PER_WORKER = 100.0
 
