@@ -1,12 +1,17 @@
-"""One typed description of a run: what the CLI, the API and scenarios build, and what
-every worker process (or Ray actor) receives.
+"""One typed description of a run: what the CLI, the API, MCP and scenarios build, and
+what every worker process (or Ray actor) receives.
 
-Every default lives on a dataclass field, once: :class:`~loadgen.config.RequestOptions`
-and :class:`~loadgen.config.Timeouts` (the request), :class:`~loadgen.workload.prompts.PromptSource`
-(the prompts), :class:`~loadgen.load.StopRule` and the load models (when a level ends,
-how it is driven), :class:`TargetConfig` and :class:`RunConfig` here. The CLI reads its
-option defaults from these fields (:func:`default`), so a default changed here changes
-everywhere. Every part is a frozen dataclass of plain values: a RunConfig pickles.
+A run is described by frozen dataclasses, one per concept: :class:`TargetSpec` (where),
+:class:`~loadgen.config.RequestOptions` and :class:`~loadgen.config.Timeouts` (each
+request), :class:`~loadgen.load.Levels` (the load levels), :class:`~loadgen.load.StopRule`
+(when a level ends), :class:`~loadgen.workload.settings.WorkloadSettings` (prompts,
+datasets, traces), :class:`~loadgen.measurement.Measurement` (SLOs, exports, profile) and
+:class:`RunConfig` (processes, sampling).
+Every option is one field of one of them, declared with :func:`loadgen.option.option`;
+:data:`RUN_PARTS` lists them in order and :func:`run_options` flattens them, so the front
+doors (CLI, MCP ``start_run``, scenario ``request:``, API keywords) are generated from the
+one list and :func:`build_run` turns any front door's values into a RunConfig.
+Every part is a frozen dataclass of plain values: a RunConfig pickles.
 """
 
 from __future__ import annotations
@@ -14,80 +19,27 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
-from .bounds import host_problem, text_problem
-from .config import RequestOptions
+from .config import RequestOptions, Timeouts
 from .errors import ConfigError
-from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, StopRule
+from .load import (
+    DEFAULT_REQUESTS,
+    STREAMS_PER_WORKER,
+    ArrivalRate,
+    ConstantConcurrency,
+    Levels,
+    Load,
+    StopRule,
+)
+from .measurement import Measurement
+from .option import OptionField, default, option, option_fields
+from .targetspec import SIMULATOR, TargetSpec, target_kind
 from .workload.prompts import PromptSource
 from .workload.settings import WorkloadSettings
 
-# One process's budget when ``workers="auto"`` sizes a run (BENCHMARKS.md, "Fast path"):
-# what one process keeps accurate is an event rate, ~25k token events/s (256 streams at a
-# 10 ms ITL: TTFT error p99 1.6x the raw client's; 1024 at 40 ms: 0.9x), and 512 streams
-# at 10 ms took one process to 25-190 ms p99 where two workers kept 7-17 ms. Streams stand
-# in for events/s (the ITL is not known before the run), sized for a 10 ms ITL. Open loop:
-# not measured; an arrival rate whose in-flight requests are of that order for ~3 s streams.
-STREAMS_PER_WORKER = 256
-ARRIVALS_PER_S_PER_WORKER = 100.0
-
 Workers = Union[int, str]  # a count, or "auto"
-
-
-def default(cls: type, name: str) -> Any:
-    """The default of field ``name`` of dataclass ``cls``: click options read theirs here."""
-    for f in dataclasses.fields(cls):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            break
-    raise KeyError(f"{cls.__name__}.{name} has no default")
-
-
-@dataclass(frozen=True)
-class TargetConfig:
-    """Where requests go. ``url`` None: the built-in simulator (started by the run).
-
-    The other fields only apply to ``sagemaker://`` URLs; giving one for an HTTP URL is an
-    error (see :meth:`check`).
-    """
-
-    url: str | None = None
-    region: str | None = None
-    endpoint_url: str | None = None
-    inference_component: str | None = None
-    custom_attributes: str | None = None
-    target_variant: str | None = None
-    payload_format: str = "auto"
-
-    @property
-    def is_sagemaker(self) -> bool:
-        return bool(self.url) and self.url.startswith("sagemaker://")
-
-    def given_sagemaker_options(self) -> list[str]:
-        """Names of the SageMaker-only fields that were set (``payload_format`` "auto" is unset)."""
-        return [f.name for f in dataclasses.fields(self) if f.name != "url"
-                and getattr(self, f.name) not in (None, "auto")]
-
-    def check(self) -> "TargetConfig":
-        http_url = self.url is not None and not self.is_sagemaker
-        if http_url and (message := text_problem(self.url) or host_problem(self.url)):
-            raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
-        given = self.given_sagemaker_options()
-        if given and not self.is_sagemaker:
-            flags = ", ".join("--" + name.replace("_", "-") for name in given)
-            raise ConfigError(f"{flags} only apply to sagemaker:// targets")
-        return self
-
-    def sagemaker_options(self) -> dict[str, Any]:
-        """Keyword arguments for a SageMaker target ({} for HTTP URLs)."""
-        if not self.is_sagemaker:
-            return {}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "url" and getattr(self, f.name) is not None}
+TargetConfig = TargetSpec  # its earlier name
 
 
 @dataclass(frozen=True)
@@ -101,21 +53,38 @@ class RunConfig:
 
     loads: tuple[Load, ...]
     stop: StopRule
-    target: TargetConfig = TargetConfig()
+    target: TargetSpec = TargetSpec()
     options: RequestOptions = RequestOptions()
     prompts: PromptSource | None = None  # None: the workload's (synthetic, dataset, trace)
     workload: WorkloadSettings = WorkloadSettings()
-    server_metrics_interval_s: float | None = 1.0  # None: don't sample vLLM /metrics
-    workers: Workers = "auto"
-    ray: str | None = None
-    # Garbage collection off the measurement (loadgen.gcpolicy): setup frozen, thresholds
-    # raised while a level is measured, restored after. False: leave the collector alone.
-    quiet_gc: bool = True
+    measurement: Measurement = Measurement()
+    # None (or 0): don't sample vLLM /metrics
+    server_metrics_interval_s: float | None = option(
+        1.0, "Measurement and output", "vLLM HTTP targets: sample /metrics every S seconds "
+        "during each level (0: off).", metavar="S", low=0,
+        flag="--server-metrics-interval")
+    workers: Workers = option("auto", "Load generator processes", "Worker processes "
+                              "generating the load. auto: one process up to 256 streams, then "
+                              "one per 256, at most the cores loadgen may use (one left for "
+                              "the system from 4 cores); the header says what was chosen and "
+                              "why. 1: always one process. Results are merged into one file.",
+                              metavar="N|auto", convert=lambda v: parse_workers(v))
+    ray: str | None = option(None, "Load generator processes", "Generate the load with Ray "
+                             "actors: 'auto' (the cluster the environment points at), 'local' "
+                             "(start one) or ray://HOST:PORT. Needs loadgen[ray].",
+                             metavar="ADDRESS")
+    quiet_gc: bool = option(True, "Load generator processes", "While a level is measured, "
+                            "freeze what setup allocated out of the garbage collector's walks "
+                            "and raise its thresholds for the level's size; restored after "
+                            "each level (--no-quiet-gc: leave the collector alone).",
+                            negatable=True)
 
     def __post_init__(self) -> None:
         if not self.loads:
             raise ConfigError("give at least one load level (--concurrency or --rate)")
         object.__setattr__(self, "loads", tuple(self.loads))
+        if not self.server_metrics_interval_s:
+            object.__setattr__(self, "server_metrics_interval_s", None)
         self.target.check()
         check_workers(self.workers)
 
@@ -136,13 +105,10 @@ class RunConfig:
     def one_process_only(self, prompts: Any = None) -> list[str]:
         """The options given that cannot be split across worker processes yet (``prompts``:
         the run's, when not ``self.prompts``)."""
-        workload = self.workload
         prompts = prompts if prompts is not None else self.prompts
-        return [flag for given, flag in (
-            (workload.trace or (prompts is not None
-                                and not isinstance(prompts, PromptSource)), "--trace"),
-            (workload.profile, "--profile"))
-            if given]
+        traced = self.workload.trace or (prompts is not None
+                                         and not isinstance(prompts, PromptSource))
+        return (["--trace"] if traced else []) + self.measurement.one_process_only
 
     def worker_choice(self, in_process_target: bool = False, prompts: Any = None) -> WorkerChoice:
         """How many processes generate the load, and why (``auto`` resolved against this
@@ -155,7 +121,8 @@ class RunConfig:
         held = (self.one_process_only(prompts)
                 + (["a Target object"] if in_process_target else []))
         if held or self.ray is not None:
-            why = "Ray actors generate the load" if self.ray else f"{', '.join(held)} run in one process"
+            why = ("Ray actors generate the load" if self.ray
+                   else f"{', '.join(held)} run in one process")
             return WorkerChoice(1, "auto", f"one process: {why}")
         return choose_workers(self.loads, os.cpu_count() or 1, cpu_affinity())
 
@@ -171,8 +138,11 @@ def check_workers(workers: Workers) -> None:
         raise ConfigError(f"--workers must be a whole number >= 1 or 'auto' (got {workers!r})")
 
 
-def parse_workers(text: str) -> Workers:
-    """The ``--workers`` option's value: ``N`` or ``auto``."""
+def parse_workers(text: str | int) -> Workers:
+    """The ``--workers`` option's value: ``N`` or ``auto`` (a number may come as one)."""
+    if not isinstance(text, str):
+        check_workers(text)
+        return text
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -213,25 +183,16 @@ def usable_cores(cpu_count: int, affinity: int | None) -> int:
 
 def choose_workers(loads: Sequence[Load], cpu_count: int,
                    affinity: int | None) -> WorkerChoice:
-    """``workers="auto"``, as a pure function of the machine and the load: one process up
-    to :data:`STREAMS_PER_WORKER` concurrent streams (closed loop, or an open loop's
-    in-flight cap) or :data:`ARRIVALS_PER_S_PER_WORKER` arrivals/s (uncapped open loop) in
-    the heaviest level, then
-    one worker per budget, at most :func:`usable_cores`."""
+    """``workers="auto"``, as a pure function of the machine and the load: one process while
+    the heaviest level is within one process's budget (each load says what it needs:
+    :data:`~loadgen.load.STREAMS_PER_WORKER` streams, or
+    :data:`~loadgen.load.ARRIVALS_PER_S_PER_WORKER` arrivals/s), then one worker per
+    budget, at most :func:`usable_cores`."""
     needed, heaviest = 1, ""
     for load in loads:
-        if isinstance(load, ConstantConcurrency):
-            need, label = -(-load.concurrency // STREAMS_PER_WORKER), f"concurrency {load.concurrency}"
-        elif getattr(load, "max_in_flight", None):  # capped: at most that many streams
-            need = -(-load.max_in_flight // STREAMS_PER_WORKER)
-            label = f"{load.max_in_flight} in flight"
-        elif getattr(load, "rate", None):
-            need = int(-(-load.rate // ARRIVALS_PER_S_PER_WORKER))
-            label = f"rate {load.rate:g}/s"
-        else:
-            continue
+        need = load.workers_needed()
         if need > needed or not heaviest:
-            needed, heaviest = max(needed, need), label
+            needed, heaviest = max(needed, need), load.label
     cores = usable_cores(cpu_count, affinity)
     where = (f"{cores} usable core{'s' * (cores > 1)}"
              + (f" of {cpu_count}" if cores != cpu_count else ""))
@@ -252,5 +213,85 @@ def auto_workers(loads: Sequence[Load], cores: int, affinity: int | None = None)
     return choose_workers(loads, cores, affinity).workers
 
 
-__all__ = ["RunConfig", "TargetConfig", "DEFAULT_REQUESTS", "default", "parse_workers",
-           "auto_workers", "choose_workers", "WorkerChoice", "ArrivalRate", "ConstantConcurrency", "StopRule"]
+# The run description's parts, in --help order within each group: (where in the RunConfig
+# build the values go, the dataclass declaring them). A new option is a new field on one.
+RUN_PARTS: tuple[tuple[str, type], ...] = (
+    ("target", TargetSpec), ("options", RequestOptions), ("levels", Levels),
+    ("stop", StopRule), ("workload", WorkloadSettings), ("timeouts", Timeouts),
+    ("measurement", Measurement), ("run", RunConfig))
+
+
+def run_options() -> list[OptionField]:
+    """Every run option, flattened: the list each front door is generated from."""
+    fields = [f for part, cls in RUN_PARTS for f in option_fields(part, cls)]
+    keys = [f.key for f in fields]
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:  # a concept declared twice
+        raise AssertionError(f"run options declared twice: {duplicated}")
+    return fields
+
+
+def option_defaults() -> dict[str, Any]:
+    """Every run option's public default, by key."""
+    return {f.key: f.public_default() for f in run_options()}
+
+
+def build_run(values: Mapping[str, Any] | None = None, *, where: str = "option",
+              **more: Any) -> RunConfig:
+    """The :class:`RunConfig` that public option values describe (keys as in
+    :func:`run_options`; missing ones take their defaults). Each value is checked against
+    its field's type, bounds and choices; an unknown key is a one-line error naming the
+    accepted ones. A trace replaces the levels with its replay."""
+    given = {**(values or {}), **more}
+    fields = run_options()
+    known = {f.key for f in fields}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ConfigError(f"unknown {where}(s): {', '.join(unknown)} (accepted: "
+                          f"{', '.join(sorted(known))})")
+    parts: dict[str, dict[str, Any]] = {part: {} for part, _ in RUN_PARTS}
+    for f in fields:
+        if f.key in given:
+            parts[f.part][f.name] = f.value(given[f.key], f.flag if where == "option" else None)
+    workload = WorkloadSettings(**parts["workload"])
+    measurement = Measurement(**parts["measurement"])
+    stop = StopRule(**parts["stop"])
+    loads = choose_levels(Levels(**parts["levels"]), workload, measurement, stop)
+    options = RequestOptions(**parts["options"], timeouts=Timeouts(**parts["timeouts"]))
+    return RunConfig(loads=tuple(loads), stop=stop,
+                     target=TargetSpec(**parts["target"]), options=options,
+                     workload=workload, measurement=measurement, **parts["run"])
+
+
+def choose_levels(levels: Levels, workload: WorkloadSettings, measurement: Measurement,
+                  stop: StopRule) -> list[Load]:
+    """The run's load levels: a trace's replay, a profile's first (bound) levels, or the
+    level options' own; one-line errors for options that do not go with a trace or profile."""
+    given = bool(levels.concurrency or levels.rate)
+    if workload.trace and measurement.profile:
+        raise ConfigError("use --trace or --profile, not both")
+    if workload.trace:
+        if given:
+            raise ConfigError("--trace replays the trace's own schedule; drop "
+                              "--concurrency/--rate")
+        if stop.ramp_up_s:
+            raise ConfigError("--ramp-up does not apply to --trace (the trace has its own "
+                              "timing)")
+        if stop.warmup:
+            raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
+        return [workload.trace_load()]
+    if measurement.profile:
+        if given:
+            raise ConfigError("--profile saturation chooses its own levels; drop "
+                              "--concurrency/--rate")
+        from .saturation import bound_levels
+
+        return bound_levels(measurement.saturation_concurrency)
+    return levels.loads(workload.seed)
+
+
+__all__ = ["RunConfig", "TargetSpec", "TargetConfig", "DEFAULT_REQUESTS", "default",
+           "parse_workers", "auto_workers", "choose_workers", "WorkerChoice", "usable_cores",
+           "cpu_affinity", "ArrivalRate", "ConstantConcurrency", "StopRule",
+           "RUN_PARTS", "run_options", "option_defaults", "build_run", "SIMULATOR",
+           "target_kind"]

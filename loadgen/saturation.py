@@ -1,4 +1,5 @@
-"""``--profile saturation``: find the server's range, then measure rates across it.
+"""The levels a run walks (:func:`level_plan`), and ``--profile saturation``: find the
+server's range, then measure rates across it.
 
 As GuideLLM's "sweep" profile does: a single-stream level (the lowest useful rate) and an
 unthrottled level (``concurrency`` streams at once: the highest rate the server sustains)
@@ -9,11 +10,11 @@ levels share the connection pool sized for the unthrottled level (``concurrency`
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Sequence
 
 from .errors import ConfigError
 from .load import ArrivalRate, ConstantConcurrency, Load
-from .results import RunResult, requests_per_s
+from .results import requests_per_s
 
 
 def saturation_rates(low_rps: float, high_rps: float, count: int) -> list[float]:
@@ -25,26 +26,62 @@ def saturation_rates(low_rps: float, high_rps: float, count: int) -> list[float]
     return [round(low_rps + step * (i + 1), 4) for i in range(count)]
 
 
-async def saturation_sweep(target: Any = None, *, rates: int = 5, concurrency: int = 64,
-                           on_level: Callable | None = None, **sweep_kwargs) -> RunResult:
-    """Bounds first (concurrency 1, then ``concurrency``), then ``rates`` rate levels."""
-    from .api import sweep
-
-    if rates < 1:
-        raise ConfigError(f"--profile-rates must be >= 1 (got {rates})")
+def bound_levels(concurrency: int) -> list[Load]:
+    """The two bound levels: one stream, then ``concurrency`` streams unthrottled. The
+    unthrottled probe runs at least its default request count (several waves of its
+    streams) whatever ``--requests`` says: fewer requests than waves measure no rate."""
     if concurrency < 2:
         raise ConfigError(f"--saturation-concurrency must be >= 2 (got {concurrency})")
-    # sweep() walks this list as it grows: the rate levels are added once both bounds
-    # are measured.
-    loads: list[Load] = [ConstantConcurrency(1), ConstantConcurrency(concurrency)]
-    bounds: list[float] = []
+    probe = ConstantConcurrency(concurrency)
+    return [ConstantConcurrency(1),
+            ConstantConcurrency(concurrency, min_requests=probe.default_requests())]
 
-    def level_done(level: Any) -> None:
-        if on_level:
-            on_level(level)
-        if len(bounds) < 2:
-            bounds.append(requests_per_s(level))
-            if len(bounds) == 2 and bounds[0] > 0:
-                loads.extend(ArrivalRate(rate) for rate in saturation_rates(*bounds, rates))
 
-    return await sweep(target, loads=loads, on_level=level_done, **sweep_kwargs)
+class SaturationLevels:
+    """The levels of a saturation profile as the run goes: the bounds, then (once both are
+    measured) ``rates`` rate levels. The run asks :meth:`next_level` for each level and
+    reports each measured one to :meth:`measured`."""
+
+    def __init__(self, bounds: Sequence[Load], rates: int) -> None:
+        if rates < 1:
+            raise ConfigError(f"--profile-rates must be >= 1 (got {rates})")
+        self.planned: list[Load] = list(bounds)
+        self.rates = rates
+        self._bound_rps: list[float] = []
+
+    @property
+    def total(self) -> int:
+        return 2 + self.rates
+
+    def next_level(self, index: int) -> Load | None:
+        return self.planned[index] if index < len(self.planned) else None
+
+    def measured(self, level: Any) -> None:
+        if len(self._bound_rps) < 2:
+            self._bound_rps.append(requests_per_s(level))
+            if len(self._bound_rps) == 2 and self._bound_rps[0] > 0:
+                self.planned.extend(ArrivalRate(rate) for rate in
+                                    saturation_rates(*self._bound_rps, self.rates))
+
+
+class FixedLevels:
+    """A run's levels known up front (as :class:`SaturationLevels`, which chooses them as
+    the run goes): the run asks :meth:`next_level` and reports to :meth:`measured`."""
+
+    def __init__(self, loads: Sequence[Load]) -> None:
+        self.planned = list(loads)
+        self.total = len(self.planned)
+
+    def next_level(self, index: int) -> Load | None:
+        return self.planned[index] if index < len(self.planned) else None
+
+    def measured(self, level: Any) -> None:
+        pass
+
+
+def level_plan(config: Any) -> FixedLevels | SaturationLevels:
+    """The levels ``config`` (a RunConfig) runs: its loads, or a profile's, chosen as the
+    run goes."""
+    if config.measurement.profile == "saturation":
+        return SaturationLevels(config.loads, config.measurement.profile_rates)
+    return FixedLevels(config.loads)

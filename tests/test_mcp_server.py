@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"list_endpoints", "endpoint_status", "deploy_endpoint", "delete_endpoint",
          "deployment_facts", "start_run", "run_status", "cancel_run", "get_results",
-         "run_scenario", "validate_scenario", "get_report", "compare_runs", "list_runs"}
+         "run_scenario", "validate_scenario", "get_report", "compare_runs", "list_runs",
+         "start_server", "server_status", "stop_server", "server_logs"}
 # Slow enough that a run's numbers are the simulator's, not the client's noise.
 STEADY = SimProfile(ttft_s=0.1, itl_s=0.02, batch_slowdown=0.0)
 
@@ -184,7 +185,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(tmp_path):
         return errors, await call(client, "list_runs")
 
     errors, runs = session(options(tmp_path), body)
-    expected = ["concurrency must be >= 1", "target", "either concurrency", "api",
+    expected = ["concurrency[0] must be >= 1", "target", "not both", "api",
                 "is not a run id", "no run 20260101-000000-abcd", "nope.json: no such file",
                 "nope.yaml: no such file", "exactly one of log_file, endpoint, url"]
     for text, wanted in zip(errors, expected):

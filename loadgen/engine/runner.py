@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..clock import MONOTONIC, Clock, first_of
 from ..gcpolicy import quiet_gc as gc_off_the_measurement
-from ..load import ConstantConcurrency, Load, StopRule, connections_needed
+from ..load import CLOSED_LOOP, Load, StopRule, connections_needed
 from ..metrics import LevelMetrics
 from ..record import RequestRecord
 from ..selfcheck import ClientMonitor, ClientReport
@@ -149,7 +149,7 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
         # A closed loop's first requests are built before the phase starts (a burst of
         # C streams would otherwise build C bodies and signatures after their due time).
         firsts = (first_requests(level, level.load)
-                  if isinstance(level.load, ConstantConcurrency) else [])
+                  if level.load.loop == CLOSED_LOOP else [])
         if start_ns is not None and not level.stopping:
             # Workers start together; a stop cuts the wait short.
             await first_of(level.clock.sleep_until(start_ns), level.stopped.wait())
@@ -185,7 +185,7 @@ def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task],
     burst interleaves with the self-check and folding tasks, and at 256 lockstep streams
     that raised the TTFT error a user suffers from p50/p99 ~12/40 ms to ~22/80 ms
     (benchmarks/ttft_error.py, 2026-12-01) at the same CPU."""
-    if isinstance(level.load, ConstantConcurrency):
+    if level.load.loop == CLOSED_LOOP:  # the load says which loop runs it
         start_streams(level, level.load, tg, tasks, firsts)
         return None
     return tg.create_task(send_on_schedule(level, level.load, tg, tasks))

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE, few_samples
 from .compare import LEVEL_METRICS, mismatch_line, token_fidelity_line
+from .turns import turn_table
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
 REPORT_RATIO_METRICS = ("output_tokens_per_s", "decode_tokens_per_s", "ttft_ms_p50",
@@ -119,10 +120,16 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
-                _throughput(summary), _latency(summary), _goodput(summary), _comparison(summary),
+                _throughput(summary), _latency(summary), _turns(summary), _goodput(summary),
+                _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
                 _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]
+
+
+def _turns(summary: dict) -> Section:
+    title, note, headers, rows = turn_table(summary, num)
+    return Section(title, [Paragraph(note), Table(headers, rows)] if rows else [])
 
 
 def _overview(summary: dict) -> Section:
@@ -208,15 +215,24 @@ def _target_name(target: dict) -> str:
     return " ".join(str(part) for part in parts if part) or "–"
 
 
+def _ready(phase: dict) -> str:
+    """Time to ready of the phase's server; a reused one says so (its time is the start's)."""
+    seconds = phase.get("time_to_ready_s")
+    if seconds is None:
+        return "–"
+    reused = phase["deployment"].get("server_reused")
+    return num(seconds) + (" (reused)" if reused else "")
+
+
 def _phases(summary: dict) -> Section:
     price = summary["run"].get("price_per_hour")  # one price for the run: what cost uses
     rows = tuple((p["name"], num(p["checkpoint"]), _target_name(p["target"]),
                   _plain(_instance_type(summary, p)), _plain(price),
-                  num(p["started_at"]), num(p["finished_at"]),
+                  num(p["started_at"]), num(p["finished_at"]), _ready(p),
                   "SIMULATED" if p["simulated"] else "real", p["status"])
                  for p in summary["phases"])
     headers = ("phase", "checkpoint", "target", "instance", "price $/h", "started", "finished",
-               "data", "status")
+               "ready after s", "data", "status")
     failures = tuple(f"{p['name']}: {p['error']}" for p in summary["phases"] if p["error"])
     blocks: list = [Table(headers, rows)] if rows else []
     if failures:

@@ -53,6 +53,18 @@ DEPLOYMENT_LABELS = {
     "time_to_in_service_s": "create to InService (s)",
     "instance_type": "instance type",
     "vllm_version": "vLLM version",
+    "time_to_ready_s": "start to ready (s)",
+    "server_reused": "server reused (keep_running)",
+    "server_url": "server URL",
+    "server_host": "server host (ssh)",
+    "server_dir": "server state and log",
+    "model": "model (engine config)",
+    "dtype": "dtype",
+    "quantization": "quantization",
+    "max_model_len": "max model length (tokens)",
+    "cuda_graph_s": "CUDA-graph capture (s)",
+    "cuda_graph_gib": "CUDA-graph memory (GiB)",
+    "engine_init_s": "engine init: profile, KV cache, warmup (s)",
 }
 
 
@@ -153,7 +165,15 @@ def _phase(name: str, result: dict, file: str | None, price: float | None) -> di
         "levels": [_level(level, price) for level in sweep_levels(result)],
         "fidelity": _fidelity_scores(fidelity) if fidelity else None,
         "deployment": _flat_facts(result.get("server") or {}),
+        "time_to_ready_s": _time_to_ready(result.get("server") or {}),
     }
+
+
+def _time_to_ready(server: dict) -> float | None:
+    """Seconds until the phase's server could be measured: a managed server's start to
+    ready, or a SageMaker deployment's create to InService (None: it was already up)."""
+    value = server.get("time_to_ready_s", server.get("time_to_in_service_s"))
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _public_target(target: dict) -> dict:
@@ -165,7 +185,7 @@ def _level(level: dict, price: float | None) -> dict:
     out = {"label": level_label(level), "load": level.get("load") or {},
            "requests": level.get("requests") or {}}
     for key in ("duration_s", "output_tokens", "input_tokens", "output_tokens_per_s",
-                "requests_per_s", "goodput"):
+                "requests_per_s", "goodput", "turns"):
         out[key] = level.get(key)
     for metric in STAT_METRICS:
         if level.get(metric) is not None:

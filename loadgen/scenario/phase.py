@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ..api import OpenedTarget, make_target, open_for_runs, run_on
-from ..config import RequestOptions, Timeouts
+from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
-from ..load import ConstantConcurrency, StopRule
+from ..load import StopRule
 from ..metrics import e2e_ns
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
-from ..runconfig import RunConfig, TargetConfig
+from ..runconfig import RunConfig, build_run
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
 from .schema import Phase, Scenario
@@ -117,12 +117,18 @@ class Endpoint:
         return {k: v for k, v in self.sagemaker.items() if v is not None}
 
 
-def request_options(scenario: Scenario, phase: Phase) -> RequestOptions:
-    r = scenario.request
-    return RequestOptions(api=r.api, model=phase.model, stream=r.stream,
-                          temperature=r.temperature, ignore_eos=r.ignore_eos,
-                          continuous_usage=r.continuous_usage, api_key_env=r.api_key_env,
-                          timeouts=Timeouts(r.connect_timeout, r.timeout, r.idle_timeout))
+def run_values(scenario: Scenario, phase: Phase, endpoint: Endpoint, **more: Any) -> dict:
+    """The run options of one of the phase's runs: the ``request:`` section's, the phase's
+    model and server, and the measurement's own (``more``)."""
+    values = {**scenario.request.values, "target": endpoint.url, **endpoint.options(),
+              **more}
+    if phase.model is not None:
+        values["model"] = phase.model
+    return values
+
+
+def request_options(scenario: Scenario, phase: Phase, endpoint: Endpoint) -> RequestOptions:
+    return build_run(run_values(scenario, phase, endpoint), where="scenario key").options
 
 
 class Measurer:
@@ -133,21 +139,22 @@ class Measurer:
                  control: RunControl, log: Log) -> None:
         self.scenario, self.phase, self.endpoint = scenario, phase, endpoint
         self.doc, self.control, self.log = doc, control, log
-        self.options = request_options(scenario, phase)
+        self.options = request_options(scenario, phase, endpoint)
         base = Path(scenario.path).parent if scenario.path else Path(".")
         prompts = scenario.request.prompts
         self.texts = load_prompt_file(base / prompts) if prompts else ()
 
-    def _prompts(self, output_tokens: int) -> PromptSource:
-        return PromptSource(self.scenario.request.input_tokens, output_tokens,
-                            texts=self.texts)
-
     def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
                 workers: int | str = 1) -> RunConfig:
-        return RunConfig(loads=(ConstantConcurrency(concurrency),), stop=stop,
-                         target=TargetConfig(self.endpoint.url, **self.endpoint.options()),
-                         options=self.options, prompts=self._prompts(output_tokens),
-                         workers=workers)
+        """One measurement's run: built from the same run options as every front door's."""
+        config = build_run(run_values(self.scenario, self.phase, self.endpoint,
+                                      concurrency=(concurrency,), output_tokens=output_tokens,
+                                      workers=workers), where="scenario key")
+        prompts = None
+        if self.texts:  # the legacy ``prompts:`` file, read relative to the scenario
+            prompts = PromptSource(config.workload.input_tokens, output_tokens,
+                                   texts=self.texts)
+        return dataclasses.replace(config, stop=stop, prompts=prompts)
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
