@@ -12,7 +12,7 @@ from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
 from loadgen.runconfig import (
     STREAMS_PER_WORKER, RunConfig, TargetConfig, WorkerChoice, choose_workers, default,
     usable_cores)
-from loadgen.workload.settings import WorkloadSettings
+from loadgen.measurement import Measurement
 
 C = ConstantConcurrency
 
@@ -70,7 +70,7 @@ def test_workers_1_forces_one_process_and_n_is_taken_as_asked():
 
 def test_auto_keeps_one_process_for_what_cannot_be_split():
     heavy = dict(loads=(C(4096),), stop=StopRule(requests=1))
-    profiled = RunConfig(**heavy, workload=WorkloadSettings(profile="saturation"))
+    profiled = RunConfig(**heavy, measurement=Measurement(profile="saturation"))
     assert profiled.worker_choice().workers == 1
     assert "--profile run in one process" in profiled.worker_choice().reason
     assert RunConfig(**heavy).worker_choice(in_process_target=True).workers == 1
