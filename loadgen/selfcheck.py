@@ -8,8 +8,9 @@ against the error that matters, the client's delay next to the level's TTFT:
 
 - **client CPU-bound**: loadgen itself used about a core. More worker processes help,
   and are suggested only when there are cores for them.
-- **machine busy**: loadgen waited for a CPU (run queue, steal, other processes) while
-  its own CPU was low. Nothing about loadgen's settings fixes that; it is said so.
+- **machine busy**: loadgen waited for a CPU (run queue, steal, other processes) for a
+  quarter of the time, or longer than it ran, while its own CPU was low. Nothing about
+  loadgen's settings fixes that; it is said so.
 - **bursts**: the loop was late at burst instants (many streams' events at once) while the
   average CPU was low; the message says what that adds to TTFT p99.
 
@@ -34,6 +35,7 @@ from .runconfig import cpu_affinity, usable_cores
 CPU_BOUND_PERCENT = 75.0  # loadgen's own CPU, of one core: "about a core"
 BUSY_WAIT_PERCENT = 25.0  # of the wall time, ready to run but waiting for a CPU
 BUSY_STEAL_PERCENT = 10.0
+MIN_WAIT_PERCENT = 2.0  # waiting longer than running counts from here
 BURST_LAG_MS = 2.0  # loop lag p99 below this is not a burst worth naming
 WARN_SHARE, NOTE_SHARE = 0.25, 0.05  # client delay / TTFT p50
 MIN_DELAY_MS = 1.0
@@ -73,9 +75,10 @@ def _cause(o: Observed) -> str | None:
     load = o.load
     if load.own_cpu_percent >= CPU_BOUND_PERCENT:
         return "cpu_bound"
-    if ((load.wait_percent or 0) >= BUSY_WAIT_PERCENT
-            or (load.steal_percent or 0) >= BUSY_STEAL_PERCENT):
-        return "machine_busy"
+    wait = load.wait_percent or 0
+    if (wait >= BUSY_WAIT_PERCENT or (load.steal_percent or 0) >= BUSY_STEAL_PERCENT
+            or wait >= max(MIN_WAIT_PERCENT, load.own_cpu_percent)):
+        return "machine_busy"  # ... or it waited for a CPU longer than it ran
     if (o.loop_lag_p99_ms or 0) >= BURST_LAG_MS:
         return "bursts"
     return None

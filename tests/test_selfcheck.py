@@ -37,6 +37,13 @@ def test_steal_alone_makes_the_machine_busy():
     assert diagnose(Observed(load(own=10, steal=20), 30.0, 30.0, 50.0))[0] == "machine_busy"
 
 
+def test_waiting_longer_than_running_is_the_machine_not_bursts():
+    # The README's first sweep on a busy machine: 3 % CPU, 4 % waiting, others ~190 %.
+    busy = load(own=3.4, wait=4.0, others=190, runnable=4.1)
+    assert diagnose(Observed(busy, 4.9, 2.3, 51.5))[0] == "machine_busy"
+    assert diagnose(Observed(load(own=20, wait=4.0), 4.9, 2.3, 51.5))[0] == "bursts"
+
+
 def test_cpu_bound_suggests_workers_only_when_there_are_cores_for_them():
     observed = dict(loop_lag_p99_ms=30.0, send_lag_p99_ms=25.0, ttft_p50_ms=50.0)
     cause, warning, _ = diagnose(Observed(load(own=97), usable_cores=4, **observed))
@@ -120,13 +127,14 @@ print(report.machine, report.loop_lag_ms["p99"])
 
 def test_bursts_in_our_loop_at_low_average_cpu_are_bursts():
     async def burst():
-        spin(0.015)  # a burst of work: 15 ms with the loop held
-        await asyncio.sleep(0.15)
+        spin(0.03)  # a burst of work: 30 ms with the loop held, then 100 ms idle
+        await asyncio.sleep(0.1)
 
     report = monitor_while(burst).report(ttft_p50_ms=50.0)
-    # On a machine busy enough to hold us back a quarter of the time, that is named first.
-    assert report.cause == ("machine_busy" if report.machine["wait_percent"] >= 25
-                            else "bursts"), report.machine
+    # On a machine busy enough to hold us back longer than we ran, that is named first.
+    wait = report.machine["wait_percent"]
+    busy = wait >= 25 or wait >= max(2.0, report.cpu_percent)
+    assert report.cause == ("machine_busy" if busy else "bursts"), report.machine
     assert report.cpu_percent < 75
     if report.cause == "bursts":
         assert "adds up to" in report.warning and report.saturated
