@@ -12,7 +12,9 @@ against the error that matters, the client's delay next to the level's TTFT:
   quarter of the time, or longer than it ran, while its own CPU was low. Nothing about
   loadgen's settings fixes that; it is said so.
 - **bursts**: the loop was late at burst instants (many streams' events at once) while the
-  average CPU was low; the message says what that adds to TTFT p99.
+  average CPU was low, and loadgen was running through most of those late wake-ups (late
+  while *not* running is a wait for a CPU: the machine); the message says what that adds
+  to TTFT p99.
 
 Severity: the client's delay is ``max(send lag p99, loop lag p99)``. Against TTFT p50 it
 is a **warning** (printed, level flagged) from 25 %, a **note** (recorded, not alarming)
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import time
 from dataclasses import dataclass
 
 from . import machine
@@ -39,7 +42,8 @@ MIN_WAIT_PERCENT = 2.0  # waiting longer than running counts from here
 BURST_LAG_MS = 2.0  # loop lag p99 below this is not a burst worth naming
 WARN_SHARE, NOTE_SHARE = 0.25, 0.05  # client delay / TTFT p50
 MIN_DELAY_MS = 1.0
-WORKER_CPU_PERCENT = 60.0  # what to aim a worker's CPU at when suggesting --workers
+WORKER_CPU_PERCENT = 60.0
+LATE_NS = 1_000_000  # a self-check wake-up this late is examined (running or waiting?)  # what to aim a worker's CPU at when suggesting --workers
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,10 @@ class Observed:
     workers: int = 1  # processes generating this level (this is one of them)
     usable_cores: int = 1  # cores loadgen may use (runconfig.usable_cores)
     on_uvloop: bool = True
+    # Of the self-check's late wake-ups, the share during which loadgen itself was running
+    # (its CPU time advanced at least half the interval): its own bursts, not a wait for a
+    # CPU. None: not observed.
+    late_running_share: float | None = None
 
 
 def _cause(o: Observed) -> str | None:
@@ -80,6 +88,9 @@ def _cause(o: Observed) -> str | None:
             or wait >= max(MIN_WAIT_PERCENT, load.own_cpu_percent)):
         return "machine_busy"  # ... or it waited for a CPU longer than it ran
     if (o.loop_lag_p99_ms or 0) >= BURST_LAG_MS:
+        # Late while running: our own bursts. Late while not running: a CPU was not free.
+        if o.late_running_share is not None and o.late_running_share < 0.5:
+            return "machine_busy"
         return "bursts"
     return None
 
@@ -150,17 +161,25 @@ class ClientMonitor:
         self.interval_ns = int(interval_s * 1e9)
         self._lag = new_histogram("ttft_ms")  # µs latency histogram
         self._runnable: list[int] = []
+        self._late = self._late_running = 0  # late wake-ups, and those while we ran
         self._start = machine.sample()
 
     async def run(self) -> None:
         """Sample until cancelled. Wake-ups are due at absolute times, so lag does not accumulate."""
         due = self.clock.now_ns() + self.interval_ns
         ticks = 0
+        cpu_before, wall_before = time.process_time_ns(), time.perf_counter_ns()
         while True:
             await self.clock.sleep_until(due)
             now = self.clock.now_ns()
-            self._lag.record_value(max(0, now - due) // 1000)
+            lag = max(0, now - due)
+            self._lag.record_value(lag // 1000)
             due = max(due + self.interval_ns, now)
+            cpu, wall = time.process_time_ns(), time.perf_counter_ns()
+            if lag >= LATE_NS:  # was the loop busy meanwhile, or waiting for a CPU?
+                self._late += 1
+                self._late_running += 2 * (cpu - cpu_before) >= wall - wall_before
+            cpu_before, wall_before = cpu, wall
             ticks += 1
             if ticks % self.RUNNABLE_EVERY == 0 and (n := machine.runnable()) is not None:
                 self._runnable.append(n)
@@ -174,7 +193,8 @@ class ClientMonitor:
         lag = {k: (round(v, 3) if isinstance(v, float) else v)
                for k, v in summarize(self._lag, UNIT_SCALE["ttft_ms"]).items()}
         observed = Observed(load, lag["p99"], send_lag_p99_ms, ttft_p50_ms, workers,
-                            usable_cores(os.cpu_count() or 1, cpu_affinity()), _on_uvloop())
+                            usable_cores(os.cpu_count() or 1, cpu_affinity()), _on_uvloop(),
+                            self._late_running / self._late if self._late else None)
         cause, warning, note = diagnose(observed)
         saturated = warning is not None and cause != "machine_busy"
         return ClientReport(load.own_cpu_percent, lag, saturated, warning, cause, note,

@@ -42,6 +42,11 @@ def test_waiting_longer_than_running_is_the_machine_not_bursts():
     busy = load(own=3.4, wait=4.0, others=190, runnable=4.1)
     assert diagnose(Observed(busy, 4.9, 2.3, 51.5))[0] == "machine_busy"
     assert diagnose(Observed(load(own=20, wait=4.0), 4.9, 2.3, 51.5))[0] == "bursts"
+    # Late wake-ups while loadgen was not running are a wait for a CPU, whatever the totals.
+    assert diagnose(Observed(load(own=3, wait=1.0), 4.9, 2.3, 51.5,
+                             late_running_share=0.1))[0] == "machine_busy"
+    assert diagnose(Observed(load(own=3, wait=1.0), 4.9, 2.3, 51.5,
+                             late_running_share=0.9))[0] == "bursts"
 
 
 def test_cpu_bound_suggests_workers_only_when_there_are_cores_for_them():
