@@ -18,13 +18,10 @@ Connections (what real servers do to them):
   counted in ``reconnects``; it is not a failure.
 - Idle and total timeouts are checked by one sweeper task per pool, not a timer per read.
 
-The fast path (closed loop): a request may carry a :class:`FollowUp`. When its response
-ends inside ``data_received`` on a connection that stays open, the follow-up is asked for
-the stream's next request, already built, and its bytes are written right there, on the
-same connection, before the first request's task has even woken up: the wake-up, the
-engine's bookkeeping and five coroutine frames no longer lie between a response's end and
-the next request's write (the raw client's trick, ``benchmarks/raw_client.py``). The task
-then finds its next request in flight (an :class:`InFlight`) and waits for it as for any.
+The fast path (closed loop): when a response ends inside ``data_received`` on a connection
+that stays open, the request's :class:`FollowUp` gives the stream's next request, already
+built, and it is written right there, before the task has woken (the raw client's trick,
+``benchmarks/raw_client.py``); the task then finds it in flight (:class:`InFlight`).
 """
 
 from __future__ import annotations
@@ -63,16 +60,14 @@ class FollowUp(Protocol):
     """A closed-loop stream's next request, asked for when its current response ends."""
 
     def next_request(self, end_ns: int) -> tuple[bytes, ResponseHandler] | None:
-        """The next request's bytes and response handler, due at ``end_ns``; None: not
-        now (the engine's task sends it, or nothing more is to be sent)."""
+        """The next request's bytes and response handler, due at ``end_ns`` (None: not now)."""
 
     def sent(self, in_flight: InFlight, sent_ns: int) -> None:
         """The bytes from :meth:`next_request` were written at ``sent_ns``."""
 
 
 class InFlight:
-    """One request/response on a connection; a request sent by the fast path is handed to
-    :meth:`HTTPPool.request` as ``started`` to be waited for."""
+    """One request/response on a connection (fast path: ``started`` of :meth:`HTTPPool.request`)."""
 
     __slots__ = ("conn", "data", "handler", "future", "follow", "started_ns", "last_read_ns",
                  "reused")
@@ -129,12 +124,9 @@ class _Connection(asyncio.Protocol):
         upcoming = follow.next_request(end_ns)
         if upcoming is None:
             return False
-        data, handler = upcoming
-        future = asyncio.get_running_loop().create_future()
-        sent_ns = self.send(data, handler, future, follow)
+        sent_ns = self.send(*upcoming, asyncio.get_running_loop().create_future(), follow)
         self.pool.stats.sent_on_completion += 1
-        assert self.exchange is not None
-        follow.sent(self.exchange, sent_ns)
+        follow.sent(self.exchange, sent_ns)  # type: ignore[arg-type]
         return True
 
     def eof_received(self) -> bool:
@@ -378,26 +370,6 @@ class HTTPPool:
                 if exchange is not None and (now - exchange.last_read_ns > idle_ns
                                              or now - exchange.started_ns > total_ns):
                     conn.fail("timeout", message)
-
-
-async def send_on_pool(pool: HTTPPool, data: bytes, record, response,
-                       on_sent: Callable[[], None] | None = None,
-                       follow: FollowUp | None = None,
-                       started: InFlight | None = None) -> None:
-    """Send ``data`` for ``record``; the target's ``response`` handler fills the record.
-    ``record.sent_ns`` is set when the bytes were written, then ``on_sent()`` runs.
-    ``follow``, ``started``: the fast path (:meth:`HTTPPool.request`)."""
-
-    def sent(now_ns: int) -> None:
-        record.sent_ns = now_ns
-        if on_sent is not None:
-            on_sent()
-
-    try:
-        await pool.request(data, response, sent, follow, started)
-    except asyncio.CancelledError:
-        response.cut_short(time.perf_counter_ns())
-        raise
 
 
 _SPARE_FILES = 64  # descriptors for everything that is not a connection (files, pipes, DNS)

@@ -14,7 +14,7 @@ from ..errors import one_line
 from ..codecs.http1 import ResponseHandler
 from ..record import RequestRecord
 from .base import PreparedRequest, Successor
-from .http_pool import HTTPPool, InFlight, send_on_pool
+from .http_pool import FollowUp, HTTPPool, InFlight
 
 
 def client_session(timeouts: Timeouts, pool_size: int,
@@ -210,3 +210,23 @@ class ChainedSend:
         self.successor.started(in_flight)
         if self.on_sent is not None:
             self.on_sent()
+
+
+async def send_on_pool(pool: HTTPPool, data: bytes, record, response,
+                       on_sent: Callable[[], None] | None = None,
+                       follow: FollowUp | None = None,
+                       started: InFlight | None = None) -> None:
+    """Send ``data`` for ``record``; the target's ``response`` handler fills the record.
+    ``record.sent_ns`` is set when the bytes were written, then ``on_sent()`` runs.
+    ``follow``, ``started``: the fast path (:meth:`HTTPPool.request`)."""
+
+    def sent(now_ns: int) -> None:
+        record.sent_ns = now_ns
+        if on_sent is not None:
+            on_sent()
+
+    try:
+        await pool.request(data, response, sent, follow, started)
+    except asyncio.CancelledError:
+        response.cut_short(time.perf_counter_ns())
+        raise
