@@ -82,7 +82,7 @@ async def _resolve_target(target: str | Target, options: RequestOptions, pool_si
     if isinstance(target, str):
         target = make_target(target, options, pool_size, **sagemaker_options)
     async with _opened(target, control) as opened:
-        yield opened, False
+        yield opened, bool(getattr(opened, "simulator", False))  # a mock-server says so
 
 
 @contextlib.asynccontextmanager

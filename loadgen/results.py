@@ -252,12 +252,15 @@ def _aligned(header: tuple[str, ...], body: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
-def format_table(levels: list[dict[str, Any]]) -> str:
-    """Plain-text table, one row per level; the header names each column's statistic and unit.
+def format_table(levels: list[dict[str, Any]], workload: str | None = None) -> str:
+    """Plain-text table, one row per level; the header names each column's statistic and unit,
+    and the line above it the workload (loadgen.report.workload.describe_workload).
     A multi-turn run adds a table per turn number (input grows with the history)."""
     header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
     body, turns = table_rows(levels), turn_rows(levels)
     lines = _aligned(header, body)
+    if workload:
+        lines.insert(0, f"Workload: {workload}")
     if turns:
         lines += ["", "per turn:", *_aligned(TURN_COLUMNS, turns)]
     if any(cell.endswith(FEW_SAMPLES_MARK) for row in body + turns for cell in row):

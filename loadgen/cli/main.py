@@ -87,7 +87,9 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     finally:
         progress.close()
     data = result.to_dict()
-    echo(format_table(data["levels"]))
+    from ..report.workload import describe_workload
+
+    echo(format_table(data["levels"], workload=describe_workload(data)))
     if data["target"].get("stream") is False:
         echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
     sys.exit(_report_outcome(result, data, out, to_stdout, signals))

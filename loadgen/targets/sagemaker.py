@@ -162,7 +162,8 @@ class SageMakerTarget:
             "region": aws.region if aws else self._region_arg,
             "endpoint_url": aws.endpoint_url if aws else self._endpoint_url_arg,
             "api": self.options.api, "model": self.options.model,
-            "payload_format": self.payload_format, "detected_payload_format": self.detected_format,
+            "ignore_eos": self.options.ignore_eos, "payload_format": self.payload_format,
+            "detected_payload_format": self.detected_format,
             "stream": self.options.stream, "transport": self.options.transport,
         }
         description.update({key: value for key, value in self._extra.items() if value is not None})
