@@ -152,6 +152,7 @@ class OpenedTarget:
     metrics_url: str | None  # where levels sample /metrics (None: not a vLLM HTTP server)
     # Request ids stay unique over every run on the target (server logs can be matched).
     ids: RequestIds = dataclasses.field(default_factory=RequestIds)
+    given: bool = False  # a Target object the caller built (workers cannot share it)
 
 
 @contextlib.asynccontextmanager
@@ -166,7 +167,8 @@ async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_s
                                control or RunControl()) as (opened, simulated):
         facts = await _server_facts(opened) if server_facts else None
         yield OpenedTarget(opened, simulated, server=facts or {},
-                           metrics_url=opened.describe()["url"] if facts is not None else None)
+                           metrics_url=opened.describe()["url"] if facts is not None else None,
+                           given=not isinstance(target, str))
 
 
 async def _measure_level(target: Target, load: Load, sample_url: str | None,
@@ -320,7 +322,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
         config = dataclasses.replace(config, options=options)  # workers build from it
-    if _scaled(config):
+    if _scaled(config, in_process_target=target is not None):
         if target is not None:
             raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
@@ -358,9 +360,9 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _scaled(config: RunConfig) -> bool:
+def _scaled(config: RunConfig, in_process_target: bool = False, prompts: Any = None) -> bool:
     """Whether worker processes (or Ray actors) generate the load."""
-    return config.worker_count() > 1 or config.ray is not None
+    return config.worker_count(in_process_target, prompts) > 1 or config.ray is not None
 
 
 async def run_on(opened: OpenedTarget, config: RunConfig, *,
@@ -378,15 +380,16 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
     control = control or RunControl()
     workload = config.workload
     prompts = config.prompts if config.prompts is not None else workload.prompt_source()
+    choice = config.worker_choice(opened.given, prompts)  # how many processes, and why
     async with contextlib.AsyncExitStack() as stack:
         pool = None
-        if _scaled(config):
+        if _scaled(config, opened.given, prompts):
             from .workers import worker_pool
 
             config = config.for_workers(prompts)
             if opened.simulated:  # the simulator this run started
                 config = config.with_target(opened.target.describe()["url"])
-            pool = await stack.enter_async_context(worker_pool(config, config.worker_count(),
+            pool = await stack.enter_async_context(worker_pool(config, choice.workers,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
@@ -397,6 +400,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         result.extra["workload"] = {**workload.describe(
             prompts if isinstance(prompts, PromptSource) else None),
             **config.measurement.describe()}
+        result.extra["worker_choice"] = choice.to_dict()
         if pool is not None:
             result.extra["workers"] = pool.describe()
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
@@ -407,7 +411,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
-            slos=config.measurement.slos, sinks=exports.sinks)
+            slos=config.measurement.slos, sinks=exports.sinks, quiet_gc=config.quiet_gc)
         for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
             (log or _to_stderr)(f"warning: {warning}")
         if on_start:

@@ -76,7 +76,8 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     out["histogram_units"] = HISTOGRAM_UNITS
     out["client"] = level.client.to_dict()
     # Connection counters of the level: opened, reconnects (requests retried because the
-    # server closed a reused connection under them), closed_by_server, connect_failures.
+    # server closed a reused connection under them), closed_by_server, connect_failures,
+    # sent_on_completion (requests the fast path wrote as the previous response ended).
     out["connections"] = level.connections or None
     out["partial"] = level.partial
     # The server's own gauges sampled during the level (vLLM /metrics); null when unreachable.

@@ -19,7 +19,7 @@ from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S, EndpointMetricsConfig
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
 from ..option import OptionField, default
-from ..runconfig import SIMULATOR, TargetSpec, run_options, target_kind
+from ..runconfig import SIMULATOR, RunConfig, TargetSpec, run_options, target_kind
 from ..simulator.profile import SimProfile
 from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
 from .nodes import (
@@ -34,6 +34,7 @@ from .nodes import (
     Section,
     Text,
     TextMap,
+    WorkerCount,
 )
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
@@ -175,7 +176,7 @@ FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(output_co
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
                  "duration": Number(positive), "output_tokens": Integer(output_count),
-                 "warmup": Integer(non_negative), "workers": Integer(positive)})
+                 "warmup": Integer(non_negative), "workers": WorkerCount()})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY})
@@ -289,7 +290,8 @@ class SweepSpec:
     duration: float | None = None
     output_tokens: int = 256
     warmup: int = 0
-    workers: int = 1  # worker processes generating each level (see loadgen.workers)
+    # Worker processes generating each level: "auto" (RunConfig's default) or a count.
+    workers: int | str = default(RunConfig, "workers")
 
     def requests_at(self, concurrency: int) -> int | None:
         if self.requests_per_stream is not None:
