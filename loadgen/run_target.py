@@ -98,6 +98,7 @@ class OpenedTarget:
     metrics_url: str | None  # where levels sample /metrics (None: not a vLLM HTTP server)
     # Request ids stay unique over every run on the target (server logs can be matched).
     ids: RequestIds = dataclasses.field(default_factory=RequestIds)
+    given: bool = False  # a Target object the caller built (workers cannot share it)
 
 
 @contextlib.asynccontextmanager
@@ -112,4 +113,5 @@ async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_s
                                control or RunControl()) as (opened, simulated):
         facts = await _server_facts(opened) if server_facts else None
         yield OpenedTarget(opened, simulated, server=facts or {},
-                           metrics_url=opened.describe()["url"] if facts is not None else None)
+                           metrics_url=opened.describe()["url"] if facts is not None else None,
+                           given=not isinstance(target, str))

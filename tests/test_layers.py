@@ -14,7 +14,8 @@ and those below it):
    redact, clock, record, config
 2. codecs
 3. transports: targetspec, targets
-4. measuring: metrics, stats, slo, selfcheck, load, workload, export, measurement, fidelity_tokens
+4. measuring: machine, gcpolicy, cloudwatch_settings, metrics, stats, slo, selfcheck,
+   load, workload, export, measurement, fidelity_tokens
 5. engine
 6. run description and results: runconfig, saturation, results, results_types,
    progress

@@ -91,6 +91,11 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     from ..report.workload import describe_workload
 
     echo(format_table(data["levels"], workload=describe_workload(data)))
+    if any(level.get("cloudwatch") for level in data["levels"]):  # sagemaker:// runs
+        from ..report.cloudwatch import cloudwatch_lines
+
+        for line in cloudwatch_lines(data["levels"]):
+            echo(line)
     if data["target"].get("stream") is False:
         echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
     sys.exit(_report_outcome(result, data, out, to_stdout, signals))

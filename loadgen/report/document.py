@@ -116,6 +116,7 @@ def percentile(level: dict, metric: str, key: str) -> str:
 def build_document(summary: dict) -> tuple[str, list[Section]]:
     """The report title and its sections, in reading order."""
     from . import headline, sections
+    from .cloudwatch import cloudwatch_section  # they build on this module's blocks
 
     run = summary["run"]
     served = list(dict.fromkeys(str(p["checkpoint"]) for p in summary["phases"]
@@ -124,7 +125,8 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     parts = [headline.answer(summary), sections.overlaid_plots(summary),
              *sections.level_tables(summary), sections.turns(summary), sections.workload(summary),
              sections.phases(summary), sections.goodput(summary), sections.fidelity(summary),
-             sections.drift(summary), sections.deployment(summary), sections.client(summary),
+             sections.drift(summary), sections.deployment(summary),
+             cloudwatch_section(summary), sections.client(summary),
              sections.per_phase_plots(summary), sections.metadata(summary)]
     return f"loadgen report: {name}", [s for s in parts if s.blocks]
 

@@ -179,6 +179,7 @@ def _level(level: dict, price: float | None) -> dict:
     for metric in STAT_METRICS:
         if level.get(metric) is not None:
             out[metric] = level[metric]
+    out["cloudwatch"] = cloudwatch_level_summary(level.get("cloudwatch"))
     out["cost_per_million_output_tokens"] = cost_per_million_tokens(
         price, level.get("output_tokens_per_s"))
     client = level.get("client") or {}
@@ -186,6 +187,12 @@ def _level(level: dict, price: float | None) -> dict:
                      "warning": client.get("warning"),
                      "cpu_percent": client.get("cpu_percent")}
     return out
+
+
+def cloudwatch_level_summary(cw: dict | None) -> dict | None:
+    from .cloudwatch import level_summary  # it imports the document module, which imports this
+
+    return level_summary(cw)
 
 
 def _fixed_length(data: dict | None) -> dict | None:

@@ -7,6 +7,7 @@ import math
 import re
 
 from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
+from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S
 from ..errors import ConfigError
 from ..targetspec import SIMULATOR, target_kind
 
@@ -63,6 +64,13 @@ def price(value: float) -> str | None:
     if value > 0 and math.isfinite(value):
         return None
     return f"must be a positive number of dollars per hour (e.g. 1.1267), got {value:g}"
+
+
+def publish_frequency(value: int) -> str | None:
+    if value in PUBLISH_FREQUENCIES_S:
+        return None
+    return (f"must be one of {', '.join(map(str, PUBLISH_FREQUENCIES_S))} seconds (SageMaker's "
+            f"MetricPublishFrequencyInSeconds), got {value}")
 
 
 def non_empty(value: str) -> str | None:

@@ -42,6 +42,7 @@ from ..runconfig import RunConfig, build_run
 from ..status import COMPLETE, FAILED, INTERRUPTED, RUNNING  # noqa: F401 (runner reads them here)
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
+from .cloudwatch import phase_settings
 from .schema import Phase, Scenario
 
 Log = Callable[[str], None]
@@ -166,7 +167,7 @@ class Measurer:
         doc.describe_workload(scenario, self.texts)
 
     def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
-                measurement: str, workers: int = 1) -> RunConfig:
+                measurement: str, workers: int | str = 1) -> RunConfig:
         """One measurement's run: built from the same run options as every front door's.
         Paired prompts: every phase sends the same prompts in the same order for a
         measurement (synthetic ones salted by the study and the measurement, not the run),
@@ -182,7 +183,9 @@ class Measurer:
             if getattr(prompts, "salt", False) is None:
                 prompts = dataclasses.replace(prompts,
                                               salt=f"{self.scenario.name}/{measurement}/")
-        return dataclasses.replace(config, stop=stop, prompts=prompts)
+        # sagemaker:// levels: CloudWatch is read after the phase (loadgen.scenario.cloudwatch)
+        return dataclasses.replace(config, stop=stop, prompts=prompts,
+                                   cloudwatch=phase_settings(self.scenario, self.phase))
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
@@ -191,7 +194,7 @@ class Measurer:
 
     async def _level(self, opened: OpenedTarget, concurrency: int, stop: StopRule,
                      output_tokens: int, measurement: str, keep_records: bool = False,
-                     workers: int = 1) -> LevelResult | None:
+                     workers: int | str = 1) -> LevelResult | None:
         """One level on the phase's target (None: the run was stopped before it)."""
         config = self._config(concurrency, stop, output_tokens, measurement, workers)
         result = await run_on(opened, config, control=self.control, keep_records=keep_records,

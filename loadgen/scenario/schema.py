@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..cloudwatch_settings import EndpointMetricsConfig
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
-from ..option import OptionField
-from ..runconfig import TargetSpec, run_options
+from ..option import OptionField, default
+from ..runconfig import RunConfig, TargetSpec, run_options
 from ..simulator.profile import SimProfile
 from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
 from .checks import (
@@ -28,6 +29,7 @@ from .checks import (
     port_check,
     positive,
     price,
+    publish_frequency,
     url_check,
 )
 from .nodes import (
@@ -42,6 +44,7 @@ from .nodes import (
     Section,
     Text,
     TextMap,
+    WorkerCount,
 )
 
 # --------------------------------------------------------------------------- the shape
@@ -114,7 +117,7 @@ FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(output_co
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
                  "duration": Number(positive), "output_tokens": Integer(output_count),
-                 "warmup": Integer(non_negative), "workers": Integer(positive)})
+                 "warmup": Integer(non_negative), "workers": WorkerCount()})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY})
@@ -131,6 +134,7 @@ DEPLOY = Section({
     "endpoint_url": Text(url_check), "runtime_endpoint_url": Text(url_check),
     "startup_timeout": Number(positive), "inference_ami_version": Text(non_empty),
     "tags": TextMap(), "payload_format": Text(one_of(*PAYLOAD_FORMATS)),
+    "metrics_frequency": Integer(publish_frequency), "detailed_observability": Boolean(),
 }, required=("image", "role"))
 
 SERVER = Section({
@@ -223,7 +227,8 @@ class SweepSpec:
     duration: float | None = None
     output_tokens: int = 256
     warmup: int = 0
-    workers: int = 1  # worker processes generating each level (see loadgen.workers)
+    # Worker processes generating each level: "auto" (RunConfig's default) or a count.
+    workers: int | str = default(RunConfig, "workers")
 
     def requests_at(self, concurrency: int) -> int | None:
         if self.requests_per_stream is not None:
@@ -269,6 +274,8 @@ class PhaseDeployBlock:
     inference_ami_version: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     payload_format: str = "auto"
+    metrics_frequency: int = default(EndpointMetricsConfig, "frequency_s")
+    detailed_observability: bool = default(EndpointMetricsConfig, "detailed_observability")
 
 
 @dataclass(frozen=True)

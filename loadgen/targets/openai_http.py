@@ -30,9 +30,9 @@ from ..config import APIS, SIMULATOR_HEADER, SIMULATOR_OWNER, TRANSPORTS, Reques
 from ..errors import AuthError, ConfigError, TargetError, one_line
 from ..record import Prompt, RequestRecord
 from ..redact import redact_values
-from .base import PreparedRequest
+from .base import PreparedRequest, Successor
 from .http_pool import HTTPPool
-from .session import AiohttpTransport, Connections, headers_too_large
+from .session import AiohttpTransport, ChainedSend, Connections, headers_too_large
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 PREFLIGHT_MAX_S = 30.0  # the preflight's longest wait, however long --timeout is
@@ -217,9 +217,35 @@ class OpenAIHTTPTarget:
     async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
                             on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
-        response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
         try:
-            await self._connections.send(self._endpoint, prepared, record, response, on_sent)
+            await self._connections.send(self._endpoint, prepared, record,
+                                         self._respond(record), on_sent)
         finally:  # a server may echo the key in its error body: hide it before it is kept
-            if record.error_message and self._api_key:
-                record.error_message = redact_values(record.error_message, (self._api_key,))
+            self._redact(record)
+
+    async def send_chained(self, prepared: PreparedRequest, record: RequestRecord,
+                           on_sent: Callable[[], None] | None, successor: Successor,
+                           started: Any = None) -> None:
+        """``send_prepared`` with the fast path (:mod:`.http_pool`): ``started`` is a
+        request the pool already wrote as the stream's previous response ended."""
+        if started is None:
+            record.start_ns = record.start_ns or time.perf_counter_ns()
+        response = started.handler if started is not None else self._respond(record)
+        follow = (ChainedSend(successor, on_sent, _wire, self._respond)
+                  if self._connections.pool is not None else None)
+        try:
+            await self._connections.send(self._endpoint, prepared, record, response, on_sent,
+                                         follow, started)
+        finally:
+            self._redact(record)
+
+    def _redact(self, record: RequestRecord) -> None:
+        if record.error_message and self._api_key:
+            record.error_message = redact_values(record.error_message, (self._api_key,))
+
+    def _respond(self, record: RequestRecord) -> OpenAIResponse:
+        return OpenAIResponse(record, self.options.stream, self.options.keep_text)
+
+
+def _wire(prepared: PreparedRequest) -> bytes | None:
+    return prepared.wire
