@@ -27,6 +27,7 @@ from .results import RunResult, server_section
 from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
+from .timeline import ClientTimeline, timeline_section
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
 
@@ -165,15 +166,23 @@ async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_s
 
 
 async def _measure_level(target: Target, load: Load, sample_url: str | None,
-                         interval_s: float, watchers: Sequence = (), **kwargs) -> LevelResult:
-    """One level, with the server's /metrics sampled alongside it when there is a URL."""
+                         interval_s: float, watchers: Sequence = (), sinks: Sequence = (),
+                         **kwargs) -> LevelResult:
+    """One level, with the client's per-second timeline beside it and the server's
+    /metrics sampled alongside when there is a URL (both on the monotonic clock)."""
+    timeline = ClientTimeline()
+    watchers, sinks = (timeline, *watchers), (timeline, *sinks)
     if sample_url is None:
-        return await run_level(target, load, watchers=watchers, **kwargs)
+        level = await run_level(target, load, watchers=watchers, sinks=sinks, **kwargs)
+        level.timeline = timeline_section(timeline.snapshot(level.end_ns))
+        return level
     from .vllm.server_metrics import ServerMetricsSampler
 
     sampler = ServerMetricsSampler(sample_url, interval_s)
-    level = await run_level(target, load, watchers=(sampler, *watchers), **kwargs)
+    level = await run_level(target, load, watchers=(sampler, *watchers), sinks=sinks, **kwargs)
     level.server = sampler.snapshot()
+    level.timeline = timeline_section(timeline.snapshot(level.end_ns),
+                                      server_metrics=sampler.start_ns)
     return level
 
 
