@@ -180,6 +180,7 @@ async def _measure_level(target: Target, load: Load, sample_url: str | None,
 
     sampler = ServerMetricsSampler(sample_url, interval_s)
     level = await run_level(target, load, watchers=(sampler, *watchers), sinks=sinks, **kwargs)
+    await sampler.finish()
     level.server = sampler.snapshot()
     level.timeline = timeline_section(timeline.snapshot(level.end_ns),
                                       server_metrics=sampler.start_ns)
@@ -201,6 +202,7 @@ async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: 
             level = await pool.level(index, load, config.stop, control, on_progress)
         finally:
             watcher.cancel()
+    await sampler.finish()
     level.server = sampler.snapshot()
     return level
 
