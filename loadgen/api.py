@@ -21,6 +21,7 @@ from .atomic import check_writable
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl, run_level
 from .errors import ConfigError, LoadgenError, RunStopped
+from .levelplan import LevelPlan, as_plan
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .record import now_iso
 from .results import RunResult, server_section
@@ -232,7 +233,7 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                      workload=workload or WorkloadSettings(), ray=ray, **defaults)
 
 
-async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
+async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] | LevelPlan = (),
                 stop: StopRule | None = None, options: RequestOptions | None = None,
                 prompts: PromptSource | None = None,
                 workload: WorkloadSettings | None = None,
@@ -266,9 +267,10 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
     what to export; traces and exports run in one process only.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
-    levels = None
+    levels: LevelPlan | None = None
     if config is None:
-        levels = loads  # the caller's list: it may grow as the run goes (saturation profile)
+        if hasattr(loads, "next_load"):  # a profile: it picks each level as the run goes
+            levels, loads = loads, tuple(loads.bounds())  # type: ignore[union-attr]
         if target is None:
             raise ConfigError('no target: give a URL ("http://host:8000", '
                               '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
@@ -300,7 +302,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                      on_level: Callable[[LevelResult], None] | None = None,
                      on_start: Callable[[RunResult], None] | None = None,
                      log: Callable[[str], None] | None = None,
-                     levels: Sequence[Load] | None = None) -> RunResult:
+                     levels: Sequence[Load] | LevelPlan | None = None) -> RunResult:
     """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
     simulator); ``target``: an already built Target to use instead of ``config.target`` (one
     process only: workers build their own from the URL). ``levels``: the loads to walk
@@ -322,8 +324,9 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         if target is not None:
             raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
+    plan = as_plan(config.loads if levels is None else levels)
     async with open_for_runs(target or config.target.url or SIMULATOR, options,
-                             pool_size=pool_size_for(config.loads),
+                             pool_size=pool_size_for(plan.bounds()),
                              sagemaker_options=config.target.sagemaker_options(),
                              control=control,
                              server_facts=bool(config.server_metrics_interval_s)) as opened:
@@ -344,12 +347,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                  on_level: Callable[[LevelResult], None] | None = None,
                  on_start: Callable[[RunResult], None] | None = None,
                  log: Callable[[str], None] | None = None,
-                 levels: Sequence[Load] | None = None) -> RunResult:
+                 levels: Sequence[Load] | LevelPlan | None = None) -> RunResult:
     """Run ``config``'s levels on a target already opened (:func:`open_for_runs`, with
     the run's request options): :func:`run_config` without the preflight and the server
     facts, which ``opened`` has. With ``config.workers`` > 1 (or Ray) the workers still
     open their own targets from the URL; the levels' /metrics are sampled from here."""
-    levels = config.loads if levels is None else levels
+    plan = as_plan(config.loads if levels is None else levels)
     control = control or RunControl()
     workload = config.workload
     prompts = config.prompts if config.prompts is not None else workload.prompt_source()
@@ -376,35 +379,42 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         stream = PromptStream(prompts)
         measure = functools.partial(
             _measure_level, sample_url=sample_url,
-            interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
+            interval_s=config.server_metrics_interval_s or 1.0,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
             slos=workload.slos, sinks=exports.sinks)
         if on_start:
             on_start(result)
-        for index, load in enumerate(levels):
+        load = plan.next_load(result.levels)
+        while load is not None:
             if control.stopped or (pool is not None and pool.broken):
                 break
+            index = len(result.levels)
+            stop = plan.stop_for(load, config.stop)
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
             if pool is not None:
-                level = await _measure_on_workers(pool, index, load, config, sample_url, control,
-                                                  progress)
+                level = await _measure_on_workers(pool, index, load,
+                                                  dataclasses.replace(config, stop=stop),
+                                                  sample_url, control, progress)
                 result.extra["workers"] = pool.describe()
             else:
                 if getattr(prompts, "tokenizer", None) is not None:
-                    stream.prefill(prefill_count(load, config.stop))  # off the level's clock
+                    stream.prefill(prefill_count(load, stop))  # off the level's clock
                 exports.begin_level(index + 1, load)
-                level = await measure(opened.target, load, on_progress=progress)
+                level = await measure(opened.target, load, on_progress=progress, stop=stop)
                 exports.end_level()
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
+            load = plan.next_load(result.levels)
+            if plan.describe() is not None:
+                result.extra["profile"] = plan.describe()
             if out is not None:
                 result.save(out)
             if on_level:
                 on_level(level)
         result.target = opened.target.describe()
         result.finished_at = now_iso()
-        result.partial = (control.stopped or len(result.levels) < len(levels)
+        result.partial = (control.stopped or load is not None
                           or any(level.partial for level in result.levels))
         if out is not None:
             result.save(out)

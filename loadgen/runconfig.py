@@ -118,7 +118,7 @@ class RunConfig:
         What cannot be split across processes yet is a one-line error."""
         workload = self.workload
         unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (workload.profile, "--profile"),
+                        (workload.profile == "saturation", "--profile saturation"),
                         (workload.save_requests or workload.hdr_log,
                          "--save-requests/--hdr-log")]
         given = [flag for bad, flag in unsplittable if bad]

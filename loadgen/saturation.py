@@ -9,10 +9,10 @@ levels share the connection pool sized for the unthrottled level (``concurrency`
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Sequence
 
 from .errors import ConfigError
-from .load import ArrivalRate, ConstantConcurrency, Load
+from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .results import RunResult, requests_per_s
 
 
@@ -25,26 +25,44 @@ def saturation_rates(low_rps: float, high_rps: float, count: int) -> list[float]
     return [round(low_rps + step * (i + 1), 4) for i in range(count)]
 
 
+class SaturationPlan:
+    """The profile as a level plan: the two bounds, then ``rates`` rate levels between
+    the request rates the bounds measured."""
+
+    def __init__(self, rates: int = 5, concurrency: int = 64) -> None:
+        if rates < 1:
+            raise ConfigError(f"--profile-rates must be >= 1 (got {rates})")
+        if concurrency < 2:
+            raise ConfigError(f"--saturation-concurrency must be >= 2 (got {concurrency})")
+        self.rates = rates
+        self.concurrency = concurrency
+
+    @property
+    def planned(self) -> int:
+        return 2 + self.rates
+
+    def bounds(self) -> Sequence[Load]:
+        return [ConstantConcurrency(self.concurrency)]
+
+    def stop_for(self, load: Load, stop: StopRule) -> StopRule:
+        return stop
+
+    def describe(self) -> dict[str, Any] | None:
+        return None
+
+    def next_load(self, done: Sequence[Any]) -> Load | None:
+        if len(done) < 2:
+            return ConstantConcurrency(1 if not done else self.concurrency)
+        low, high = requests_per_s(done[0]), requests_per_s(done[1])
+        if low <= 0:
+            return None  # nothing completed at one stream: no rates to space
+        rates = saturation_rates(low, high, self.rates)
+        return ArrivalRate(rates[len(done) - 2]) if len(done) - 2 < len(rates) else None
+
+
 async def saturation_sweep(target: Any = None, *, rates: int = 5, concurrency: int = 64,
-                           on_level: Callable | None = None, **sweep_kwargs) -> RunResult:
+                           **sweep_kwargs) -> RunResult:
     """Bounds first (concurrency 1, then ``concurrency``), then ``rates`` rate levels."""
     from .api import sweep
 
-    if rates < 1:
-        raise ConfigError(f"--profile-rates must be >= 1 (got {rates})")
-    if concurrency < 2:
-        raise ConfigError(f"--saturation-concurrency must be >= 2 (got {concurrency})")
-    # sweep() walks this list as it grows: the rate levels are added once both bounds
-    # are measured.
-    loads: list[Load] = [ConstantConcurrency(1), ConstantConcurrency(concurrency)]
-    bounds: list[float] = []
-
-    def level_done(level: Any) -> None:
-        if on_level:
-            on_level(level)
-        if len(bounds) < 2:
-            bounds.append(requests_per_s(level))
-            if len(bounds) == 2 and bounds[0] > 0:
-                loads.extend(ArrivalRate(rate) for rate in saturation_rates(*bounds, rates))
-
-    return await sweep(target, loads=loads, on_level=level_done, **sweep_kwargs)
+    return await sweep(target, loads=SaturationPlan(rates, concurrency), **sweep_kwargs)

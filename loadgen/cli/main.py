@@ -6,7 +6,6 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -29,10 +28,11 @@ from ..load import (
     waves_warning,
 )
 from ..progress import PlainProgress, make_progress, run_header
+from ..knee import format_knee
 from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
 from ..runconfig import RunConfig, TargetConfig, parse_workers
-from ..saturation import saturation_sweep
+from ..levelplan import profile_plan
 from ..workload.settings import WorkloadSettings
 from .common import LoadgenGroup, StopSignals, UserError, run_async
 from .options import run_options
@@ -96,12 +96,13 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
     workload = workload_from_options(kw)
     if workload.trace:
         loads = [workload.trace_load()]
-    config = run_config_from(loads, kw, workload)
+    plan = profile_plan(workload, loads)  # a profile picks each level as the run goes
+    config = run_config_from(plan.bounds() if plan else loads, kw, workload)
     if workload.profile == "saturation" and (config.worker_count() > 1 or config.ray):
-        raise ConfigError("--profile run in one process only: drop --workers/--ray "
-                          "(or use --workers 1)")
+        raise ConfigError("--profile saturation runs in one process only: drop "
+                          "--workers/--ray (or use --workers 1)")
     stop = config.stop
-    levels = 2 + workload.profile_rates if workload.profile == "saturation" else len(loads)
+    levels = plan.planned if plan else len(loads)
     to_stdout = kw["out"] == "-"  # the results JSON goes to stdout, everything else to stderr
     out = None if to_stdout else kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
     quiet = kw["quiet"]
@@ -130,28 +131,27 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
         if warning:
             diagnostic(f"warning: {warning}")
 
-    runner = api_sweep
-    if workload.profile == "saturation":  # levels chosen as the run goes
-        runner = functools.partial(saturation_sweep, rates=workload.profile_rates,
-                                   concurrency=workload.saturation_concurrency)
     try:
-        if workload.profile == "saturation":  # levels chosen as the run goes: sweep's keywords
-            result = await runner(config.target.url or SIMULATOR, stop=stop,
-                                  options=config.options, workload=workload, out=out,
-                                  control=control, on_start=started,
-                                  on_progress=progress.update, on_level=level_done,
-                                  server_metrics_interval_s=config.server_metrics_interval_s,
-                                  **config.target.sagemaker_options())
+        if plan is not None:  # levels chosen as the run goes: sweep's keywords
+            result = await api_sweep(config.target.url or SIMULATOR, loads=plan, stop=stop,
+                                     options=config.options, workload=workload, out=out,
+                                     control=control, on_start=started,
+                                     on_progress=progress.update, on_level=level_done,
+                                     server_metrics_interval_s=config.server_metrics_interval_s,
+                                     workers=config.workers, ray=config.ray, log=diagnostic,
+                                     **config.target.sagemaker_options())
         else:
-            result = await runner(config=config, out=out, control=control, on_start=started,
-                                  on_progress=progress.update, on_level=level_done,
-                                  log=diagnostic)
+            result = await api_sweep(config=config, out=out, control=control,
+                                     on_start=started, on_progress=progress.update,
+                                     on_level=level_done, log=diagnostic)
     except RunStopped as exc:
         raise UserError(str(exc), signals.exit_code) from None
     finally:
         progress.close()
     data = result.to_dict()
     echo(format_table(data["levels"]))
+    if (data.get("profile") or {}).get("name") == "slo-search":
+        echo(format_knee(data["profile"]))
     if data["target"].get("stream") is False:
         echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
     sys.exit(_report_outcome(result, data, out, to_stdout, signals))

@@ -68,16 +68,28 @@ def _load(concurrency: Callable) -> Callable:
                      metavar="S", help="Seconds in-flight requests get after the stop point."),
         click.option("--seed", type=int, default=default(ArrivalRate, "seed"),
                      help="Seed for Poisson arrivals and dataset sampling."),
-        click.option("--profile", type=click.Choice(["saturation"]), show_default="none",
+        click.option("--profile", type=click.Choice(["saturation", "slo-search"]),
+                     show_default="none",
                      help="saturation: measure one stream and --saturation-concurrency "
                           "streams, then --profile-rates constant rates evenly between their "
-                          "request rates."),
+                          "request rates. slo-search: the highest concurrency (or rate, "
+                          "--rate-search) meeting every --slo, by doubling then bisection."),
         click.option("--profile-rates", type=int, metavar="LEVELS",
                      default=default(workload, "profile_rates"),
                      help="Rate levels of --profile saturation."),
         click.option("--saturation-concurrency", type=int, metavar="STREAMS",
                      default=default(workload, "saturation_concurrency"),
                      help="Streams of --profile saturation's unthrottled level."),
+        click.option("--rate-search", is_flag=True, default=default(workload, "rate_search"),
+                     help="--profile slo-search: search open-loop rates (from --rate, "
+                          "default 1/s) instead of concurrency."),
+        click.option("--search-precision", type=float, metavar="FRACTION",
+                     default=default(workload, "search_precision"),
+                     help="--profile slo-search stops when (high - low) / low is at most "
+                          "this."),
+        click.option("--max-probes", type=int, metavar="LEVELS",
+                     default=default(workload, "max_probes"),
+                     help="--profile slo-search: most levels it probes."),
     )
 
 

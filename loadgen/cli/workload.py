@@ -11,7 +11,8 @@ from ..workload.settings import WorkloadSettings
 _KEYS = ("turns", "think_time", "tokenizer", "input_tokens_stdev", "output_tokens_stdev",
          "dataset", "dataset_format", "sample_with_replacement", "shared_prefix_tokens", "prefix_groups", "slos",
          "save_requests", "hdr_log", "hdr_interval", "trace", "trace_speedup",
-         "trace_block_tokens", "profile", "profile_rates", "saturation_concurrency")
+         "trace_block_tokens", "profile", "profile_rates", "saturation_concurrency",
+         "rate_search", "search_precision", "max_probes")
 
 
 def check_level_options(concurrency: str | None, kw: dict[str, Any]) -> None:
@@ -20,9 +21,14 @@ def check_level_options(concurrency: str | None, kw: dict[str, Any]) -> None:
         raise ConfigError("use --trace or --profile, not both")
     if kw["trace"] and (concurrency or kw["rate"]):
         raise ConfigError("--trace replays the trace's own schedule; drop --concurrency/--rate")
-    if kw["profile"] and (concurrency or kw["rate"]):
+    if kw["profile"] == "saturation" and (concurrency or kw["rate"]):
         raise ConfigError("--profile saturation chooses its own levels; drop "
                           "--concurrency/--rate")
+    if kw["profile"] == "slo-search" and ("," in (concurrency or "") or "," in (kw["rate"] or "")):
+        raise ConfigError("--profile slo-search takes one --concurrency (or --rate with "
+                          "--rate-search) to start from, not a list")
+    if kw["rate_search"] and kw["profile"] != "slo-search":
+        raise ConfigError("--rate-search applies to --profile slo-search")
     if kw["trace"] and kw["ramp_up"]:
         raise ConfigError("--ramp-up does not apply to --trace (the trace has its own timing)")
     if kw["trace"] and kw["warmup"]:

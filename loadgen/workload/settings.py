@@ -65,9 +65,14 @@ class WorkloadSettings:
     trace: str | None = None  # Mooncake JSONL: replaces --concurrency/--rate and prompts
     trace_speedup: float = 1.0
     trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS
-    profile: str | None = None  # "saturation": bounds, then rates between (loadgen.saturation)
+    # "saturation": bounds, then rates between (loadgen.saturation); "slo-search": the
+    # highest load meeting every SLO (loadgen.knee)
+    profile: str | None = None
     profile_rates: int = 5
     saturation_concurrency: int = 64
+    rate_search: bool = False  # slo-search: open-loop rates instead of concurrency
+    search_precision: float = 0.10  # slo-search: stop when (high - low) / low <= this
+    max_probes: int = 10  # slo-search: probes at most
 
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":

@@ -1,0 +1,214 @@
+"""``--profile slo-search``: the highest load that still meets every SLO (the knee).
+
+The search probes one level at a time (a :class:`~loadgen.levelplan.LevelPlan`): closed
+loop concurrency, or open-loop rate with ``--rate-search``. It starts at ``start`` (the
+first ``--concurrency``/``--rate``, default 1) and **doubles** until a probe fails, then
+**bisects** between the highest passing and the lowest failing load. It stops when the
+bracket is within ``precision`` of its lower end (``(high − low) / low ≤ precision``;
+concurrency: also when ``high − low ≤ 1``), or after ``max_probes`` probes. When the
+first probe already fails, rates halve until one passes (concurrency 1 failing: no knee).
+
+A probe **passes** (:func:`judge`) when, for its level:
+
+* every percentile SLO (``METRIC:pNN<=V``) is met by the level's histogram percentile;
+* every per-request SLO (``METRIC<=V``) is met by at least :data:`PASS_RATE` (99 %) of
+  the completed requests (the level's reading of a per-request limit: its p99);
+* at most :data:`MAX_FAILED` (1 %) of the requests sent failed or were cut off;
+* its client throughput was steady (:func:`loadgen.timeline.steady_state`), and a
+  closed-loop probe ran at least 4 waves (``--duration`` too short fails it).
+
+Each failing probe says which of these it missed. The knee is the highest passing load.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .engine import LevelResult
+from .errors import ConfigError
+from .load import MIN_WAVES, ArrivalRate, ConstantConcurrency, Load, StopRule
+from .results import level_to_dict
+from .slo import SLO
+
+PASS_RATE = 0.99
+MAX_FAILED = 0.01
+CONCURRENCY, RATE = "concurrency", "rate"
+
+
+@dataclass(frozen=True)
+class KneeSearch:
+    slos: tuple[SLO, ...]
+    mode: str = CONCURRENCY
+    start: float = 1
+    precision: float = 0.10
+    max_probes: int = 10
+    arrival: str = "constant"  # open loop: how requests arrive (--arrival)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.slos:
+            raise ConfigError("--profile slo-search needs at least one --slo, e.g. "
+                              "--slo ttft_ms:p99<=500")
+        if not 0 < self.precision < 1:
+            raise ConfigError(f"--search-precision must be in (0, 1), e.g. 0.1 "
+                              f"(got {self.precision:g})")
+        if self.max_probes < 2:
+            raise ConfigError(f"--max-probes must be >= 2 (got {self.max_probes})")
+        if not 0 < self.start < math.inf:
+            raise ConfigError(f"the search's first load must be > 0 (got {self.start:g})")
+
+    def load(self, value: float) -> Load:
+        if self.mode == CONCURRENCY:
+            return ConstantConcurrency(int(value))
+        return ArrivalRate(round(value, 4), self.arrival, seed=self.seed)
+
+
+def knee_search(workload: Any, loads: Sequence[Load] = ()) -> KneeSearch:
+    """The search a :class:`~loadgen.workload.settings.WorkloadSettings` describes; its
+    first load comes from ``loads`` (the first given --concurrency or --rate), else 1."""
+    first = loads[0] if loads else None
+    mode = RATE if workload.rate_search else CONCURRENCY
+    start: float = 1
+    if first is not None and mode == RATE and isinstance(first, ArrivalRate):
+        start = first.rate
+    elif first is not None and mode == CONCURRENCY and isinstance(first, ConstantConcurrency):
+        start = first.concurrency
+    arrival = first.arrival if isinstance(first, ArrivalRate) else "constant"
+    return KneeSearch(tuple(workload.slos), mode, start, workload.search_precision,
+                      workload.max_probes, arrival, workload.seed)
+
+
+def load_value(load: Load) -> float:
+    return load.concurrency if isinstance(load, ConstantConcurrency) else load.rate
+
+
+def judge(level: dict[str, Any], slos: Sequence[SLO]) -> list[str]:
+    """Why a level (a results-file level) misses the search's bar; [] when it passes."""
+    misses = []
+    per_slo = {entry["slo"]: entry for entry in (level.get("goodput") or {}).get("per_slo", [])}
+    for slo in slos:
+        entry = per_slo.get(slo.text, {})
+        if slo.percentile is not None:
+            if not entry.get("met"):
+                misses.append(f"{slo.text}: p{slo.percentile:g} was {entry.get('value')}")
+        else:
+            rate = entry.get("pass_rate")
+            if rate is None or rate < PASS_RATE:
+                shown = "no completed request" if rate is None else f"{rate:.1%} of requests"
+                misses.append(f"{slo.text}: met by {shown} (need {PASS_RATE:.0%})")
+    requests = level["requests"]
+    sent = requests["completed"] + requests["failed"] + requests["incomplete"]
+    bad = requests["failed"] + requests["incomplete"]
+    if sent and bad / sent > MAX_FAILED:
+        misses.append(f"{bad} of {sent} requests failed or were cut off")
+    steady = (level.get("timeline") or {}).get("steady") or {}
+    if steady.get("steady") is False:
+        misses.append(f"unsteady: {steady['reason']}")
+    load = level["load"]
+    if load["mode"] == CONCURRENCY and requests["completed"] < MIN_WAVES * load["concurrency"]:
+        misses.append(f"only {requests['completed']} requests: under {MIN_WAVES} waves of "
+                      f"{load['concurrency']} streams (lengthen --duration)")
+    return misses
+
+
+class KneePlan:
+    """The search as a level plan: asks for each next probe from the ones measured."""
+
+    def __init__(self, search: KneeSearch) -> None:
+        self.search = search
+        self.probes: list[dict[str, Any]] = []
+        self.stopped: str | None = None
+
+    @property
+    def planned(self) -> int:
+        return self.search.max_probes
+
+    def bounds(self) -> Sequence[Load]:
+        if self.search.mode == RATE:
+            return [self.search.load(self.search.start)]  # no in-flight cap: unlimited pool
+        return [self.search.load(self.search.start * 2 ** (self.search.max_probes - 1))]
+
+    def stop_for(self, load: Load, stop: StopRule) -> StopRule:
+        """At least :data:`MIN_WAVES` waves per closed-loop probe when it ends by count."""
+        if isinstance(load, ConstantConcurrency) and stop.duration_s is None:
+            waves = MIN_WAVES * load.concurrency
+            return StopRule(max(stop.requests or 0, waves), None, stop.warmup,
+                            stop.graceful_stop_s, stop.ramp_up_s)
+        return stop
+
+    def next_load(self, done: Sequence[LevelResult]) -> Load | None:
+        for level in done[len(self.probes):]:
+            self._record(level)
+        value = self._next_value()
+        return None if value is None else self.search.load(value)
+
+    def _record(self, level: LevelResult) -> None:
+        data = level_to_dict(level)
+        misses = judge(data, self.search.slos)
+        goodput = data.get("goodput") or {}
+        self.probes.append({
+            "load": load_value(level.load), "passed": not misses, "failing": misses,
+            "goodput_requests_per_s": goodput.get("requests_per_s"),
+            "goodput_tokens_per_s": goodput.get("output_tokens_per_s"),
+            "steady": ((data.get("timeline") or {}).get("steady") or {}).get("steady")})
+
+    def _bracket(self) -> tuple[float | None, float | None]:
+        passing = [p["load"] for p in self.probes if p["passed"]]
+        low = max(passing) if passing else None
+        failing = [p["load"] for p in self.probes if not p["passed"]
+                   and (low is None or p["load"] > low)]
+        return low, (min(failing) if failing else None)
+
+    def _next_value(self) -> float | None:
+        search = self.search
+        if not self.probes:
+            return search.start
+        low, high = self._bracket()
+        integer = search.mode == CONCURRENCY
+        if low is not None and high is not None and (
+                (high - low) / low <= search.precision or (integer and high - low <= 1)):
+            self.stopped = "within precision"
+            return None
+        if low is None and high is not None and integer and high <= 1:
+            self.stopped = "fails at concurrency 1"
+            return None
+        if len(self.probes) >= search.max_probes:
+            self.stopped = "max probes"
+            return None
+        if high is None:
+            return low * 2
+        if low is None:
+            return high // 2 if integer else high / 2
+        return (low + high) // 2 if integer else (low + high) / 2
+
+    def describe(self) -> dict[str, Any]:
+        low, high = self._bracket()
+        return {"name": "slo-search", "mode": self.search.mode,
+                "slos": [slo.text for slo in self.search.slos],
+                "precision": self.search.precision, "max_probes": self.search.max_probes,
+                "knee": low, "bracket": [low, high], "stopped": self.stopped,
+                "probes": list(self.probes)}
+
+
+def _load_text(mode: str, value: float | None) -> str:
+    if value is None:
+        return "none"
+    return f"concurrency {value:g}" if mode == CONCURRENCY else f"rate {value:g}/s"
+
+
+def format_knee(profile: dict[str, Any]) -> str:
+    """The search for people: the knee, how it stopped, then one line per probe."""
+    mode = profile["mode"]
+    low, high = profile["bracket"]
+    lines = [f"knee ({', '.join(profile['slos'])}): {_load_text(mode, profile['knee'])}"
+             + (f"; next probe up, {_load_text(mode, high)}, failed" if high is not None else
+                "; no probe failed: the knee is at least this")
+             + f" (stopped: {profile['stopped'] or 'run ended'})"]
+    for i, probe in enumerate(profile["probes"], 1):
+        goodput = probe["goodput_requests_per_s"]
+        verdict = "pass" if probe["passed"] else "FAIL " + "; ".join(probe["failing"])
+        lines.append(f"  probe {i}: {_load_text(mode, probe['load'])}, goodput "
+                     f"{'-' if goodput is None else f'{goodput:.2f}'} req/s: {verdict}")
+    return "\n".join(lines)
