@@ -87,28 +87,28 @@ class Histogram:
         return Histogram(tuple((le, n - before.get(le, 0.0)) for le, n in self.buckets),
                          self.total - earlier.total, self.count - earlier.count)
 
-    def quantile(self, q: float) -> float | None:
-        """Prometheus ``histogram_quantile``: linear inside the bucket the rank falls in."""
-        if self.count <= 0 or not self.buckets:
+    def quantile_bound(self, q: float) -> float | None:
+        """The upper bound of the bucket the ``q`` quantile falls in: the quantile is at
+        most this (vLLM's buckets are coarse; interpolating inside one, as Prometheus's
+        ``histogram_quantile`` does, can put a 0.02 ms median at 150 ms). None: empty, or
+        beyond the last finite bound."""
+        if self.count <= 0:
             return None
         rank = q * self.count
-        lower, below = 0.0, 0.0
         for le, cumulative in self.buckets:
             if cumulative >= rank:
-                if le == float("inf"):
-                    return lower  # beyond the last finite bound: its bound is all we know
-                inside = cumulative - below
-                return lower + (le - lower) * ((rank - below) / inside if inside else 1.0)
-            lower, below = le, cumulative
-        return lower
+                return None if le == float("inf") else le
+        return None
 
     def summary_ms(self) -> dict[str, float | None]:
-        """``{count, mean_ms, p50_ms, p99_ms}`` (quantiles interpolated inside buckets)."""
+        """``{count, mean_ms, p50_le_ms, p99_le_ms}``: the exact mean (sum / count) and the
+        bucket bounds the median and p99 lie under."""
         def ms(seconds: float | None) -> float | None:
             return None if seconds is None else round(seconds * 1000, 3)
         return {"count": int(self.count),
                 "mean_ms": ms(self.total / self.count) if self.count > 0 else None,
-                "p50_ms": ms(self.quantile(0.5)), "p99_ms": ms(self.quantile(0.99))}
+                "p50_le_ms": ms(self.quantile_bound(0.5)),
+                "p99_le_ms": ms(self.quantile_bound(0.99))}
 
 
 def _values(samples: list) -> list:
@@ -162,6 +162,6 @@ def read_scrape(metrics: dict[str, list]) -> dict[str, Any]:
         if family.startswith("vllm:") and family not in KNOWN_FAMILIES and len(raw) < RAW_KEPT:
             kept = [s for s in _values(samples) if not s.name.endswith(("_bucket", "_sum",
                                                                       "_count"))]
-            if kept:
+            if kept and not family.endswith("_created"):
                 raw[family] = sum(s.value for s in kept)
     return {"values": out, "families": families, "raw": raw}
