@@ -9,8 +9,9 @@ clock, ``t_s`` = the row's start, seconds after the level started (``t0_ns``,
 started               requests whose ``start_ns`` falls in the row
 finished / failed     requests that ended in the row (failed: error or cut off)
 in_flight             started − finished, summed up to the row's end
-output_tokens_per_s   tokens that arrived in the row / interval (a chunk's tokens are its
-                      request's ``output_tokens`` spread evenly over its content chunks)
+output_tokens_per_s   tokens that arrived in the row / the row's length (the last row
+                      ends with the level; a chunk's tokens are its request's
+                      ``output_tokens`` spread evenly over its content chunks)
 ttft_ms_p50/p99       TTFT of the requests that *finished* in the row (as ``--hdr-log``
 itl_ms_p50/p99        counts a request in the interval it finished in), from interval
                       HDR histograms; null when none finished (a request seen after
@@ -147,9 +148,14 @@ class ClientTimeline:
             started, finished = _at(self._started, k), _at(self._finished, k)
             in_flight += started - finished
             ttft50, ttft99, itl50, itl99 = self._sealed.get(k, (None,) * 4)
+            # The last row ends with the level: its rate is over the part it covers.
+            width = interval_s
+            if k == rows - 1 and end_ns is not None and self.t0_ns is not None:
+                covered = (end_ns - self.t0_ns) / 1e9 - k * interval_s
+                width = min(interval_s, max(covered, interval_s / 10))
             for name, value in zip(COLUMNS, (round(k * interval_s, 3), started, finished,
                                              _at(self._failed, k), in_flight,
-                                             round(_at(self._tokens, k) / interval_s, 2),
+                                             round(_at(self._tokens, k) / width, 2),
                                              ttft50, ttft99, itl50, itl99)):
                 columns[name].append(value)
         return {"t0_ns": self.t0_ns, "interval_s": interval_s, "columns": columns,

@@ -111,6 +111,7 @@ def _percentile(level: dict, metric: str, key: str) -> str:
 
 def build_document(summary: dict) -> tuple[str, list[Section]]:
     """The report title and its sections, in reading order."""
+    from .server_section import knee_section, server_section  # they build on this module
     run = summary["run"]
     served = list(dict.fromkeys(str(p["checkpoint"]) for p in summary["phases"]
                                 if p["checkpoint"]))
@@ -119,7 +120,8 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
-                _throughput(summary), _latency(summary), _goodput(summary), _comparison(summary),
+                _throughput(summary), _latency(summary), _goodput(summary),
+                server_section(summary), knee_section(summary), _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
                 _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]

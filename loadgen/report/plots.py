@@ -246,6 +246,9 @@ def render_figures(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[st
              "cost": cost_plot(summary), "latency_throughput": latency_throughput_plot(summary)}
     for metric, title in LATENCY_PLOTS:
         plots[f"latency_{metric}"] = latency_plot(phases, metric, title, summary["simulated"])
+    from .timeline_plots import render_timeline_figures  # it builds on this module
+
+    plots.update(render_timeline_figures(summary, phases))
     return {key: fig for key, fig in plots.items() if fig is not None}
 
 

@@ -35,6 +35,7 @@ from .compare import (
     sweep_levels,
 )
 from .cost import check_price, cost_per_million_tokens
+from .server_section import knee_of, server_peaks
 
 SCHEMA = "loadgen.summary/1"
 STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",
@@ -153,6 +154,8 @@ def _phase(name: str, result: dict, file: str | None, price: float | None) -> di
         "levels": [_level(level, price) for level in sweep_levels(result)],
         "fidelity": _fidelity_scores(fidelity) if fidelity else None,
         "deployment": _flat_facts(result.get("server") or {}),
+        "knee": knee_of(result),
+        "timeline": any(level.get("timeline") for level in sweep_levels(result)),
     }
 
 
@@ -172,6 +175,7 @@ def _level(level: dict, price: float | None) -> dict:
             out[metric] = level[metric]
     out["cost_per_million_output_tokens"] = cost_per_million_tokens(
         price, level.get("output_tokens_per_s"))
+    out["server"] = server_peaks(level)
     client = level.get("client") or {}
     out["client"] = {"saturated": bool(client.get("saturated")),
                      "warning": client.get("warning"),
