@@ -14,12 +14,12 @@ import contextlib
 import dataclasses
 import functools
 import os
-import sys
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 from .atomic import check_writable
 from .config import RequestOptions
-from .engine import LevelResult, RequestIds, RunControl, run_level
+from .engine import LevelResult, RequestIds, RunControl
+from .measure import measure_level, measure_on_workers
 from .errors import ConfigError, LoadgenError, RunStopped
 from .levelplan import LevelPlan, as_plan
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
@@ -28,17 +28,8 @@ from .results import RunResult, server_section
 from .results_types import Results
 from .runconfig import RunConfig, TargetConfig, Workers
 from .targets.base import Target
-from .timeline import ClientTimeline, timeline_section
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
-
-if TYPE_CHECKING:
-    from .workers import WorkerPool
 
 # ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
 SIMULATOR = "simulator"
@@ -164,48 +155,6 @@ async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_s
         facts = await _server_facts(opened) if server_facts else None
         yield OpenedTarget(opened, simulated, server=facts or {},
                            metrics_url=opened.describe()["url"] if facts is not None else None)
-
-
-async def _measure_level(target: Target, load: Load, sample_url: str | None,
-                         interval_s: float, watchers: Sequence = (), sinks: Sequence = (),
-                         **kwargs) -> LevelResult:
-    """One level, with the client's per-second timeline beside it and the server's
-    /metrics sampled alongside when there is a URL (both on the monotonic clock)."""
-    timeline = ClientTimeline()
-    watchers, sinks = (timeline, *watchers), (timeline, *sinks)
-    if sample_url is None:
-        level = await run_level(target, load, watchers=watchers, sinks=sinks, **kwargs)
-        level.timeline = timeline_section(timeline.snapshot(level.end_ns))
-        return level
-    from .vllm.server_metrics import ServerMetricsSampler
-
-    sampler = ServerMetricsSampler(sample_url, interval_s)
-    level = await run_level(target, load, watchers=(sampler, *watchers), sinks=sinks, **kwargs)
-    await sampler.finish()
-    level.server = sampler.snapshot()
-    level.timeline = timeline_section(timeline.snapshot(level.end_ns),
-                                      server_metrics=sampler.start_ns)
-    return level
-
-
-async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
-                              sample_url: str | None, control: RunControl,
-                              on_progress: Callable[[dict], None] | None) -> LevelResult:
-    """One level on every worker; the parent samples the server's /metrics meanwhile."""
-    if sample_url is None:
-        return await pool.level(index, load, config.stop, control, on_progress)
-    from .vllm.server_metrics import ServerMetricsSampler
-
-    sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
-    async with TaskGroup() as tg:
-        watcher = tg.create_task(sampler.run())
-        try:
-            level = await pool.level(index, load, config.stop, control, on_progress)
-        finally:
-            watcher.cancel()
-    await sampler.finish()
-    level.server = sampler.snapshot()
-    return level
 
 
 _UNSET: Any = object()  # "not given": tells a keyword left alone from one set to its default
@@ -378,7 +327,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
         stream = PromptStream(prompts)
         measure = functools.partial(
-            _measure_level, sample_url=sample_url,
+            measure_level, sample_url=sample_url,
             interval_s=config.server_metrics_interval_s or 1.0,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
@@ -393,7 +342,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             stop = plan.stop_for(load, config.stop)
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
             if pool is not None:
-                level = await _measure_on_workers(pool, index, load,
+                level = await measure_on_workers(pool, index, load,
                                                   dataclasses.replace(config, stop=stop),
                                                   sample_url, control, progress)
                 result.extra["workers"] = pool.describe()

@@ -1,0 +1,61 @@
+"""One level as a run measures it: the load, with the client's per-second timeline beside
+it and the server's ``/metrics`` sampled alongside (both on the monotonic clock), in this
+process or on worker processes (whose records stay there: no client timeline then)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from .engine import LevelResult, RunControl, run_level
+from .load import Load
+from .runconfig import RunConfig
+from .targets.base import Target
+from .timeline import ClientTimeline, timeline_section
+from .vllm.server_metrics import ServerMetricsSampler
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from taskgroup import TaskGroup
+else:
+    from asyncio import TaskGroup
+
+if TYPE_CHECKING:
+    from .workers import WorkerPool
+
+
+async def measure_level(target: Target, load: Load, sample_url: str | None,
+                         interval_s: float, watchers: Sequence = (), sinks: Sequence = (),
+                         **kwargs) -> LevelResult:
+    """One level, with the client's per-second timeline beside it and the server's
+    /metrics sampled alongside when there is a URL (both on the monotonic clock)."""
+    timeline = ClientTimeline()
+    watchers, sinks = (timeline, *watchers), (timeline, *sinks)
+    if sample_url is None:
+        level = await run_level(target, load, watchers=watchers, sinks=sinks, **kwargs)
+        level.timeline = timeline_section(timeline.snapshot(level.end_ns))
+        return level
+        sampler = ServerMetricsSampler(sample_url, interval_s)
+    level = await run_level(target, load, watchers=(sampler, *watchers), sinks=sinks, **kwargs)
+    await sampler.finish()
+    level.server = sampler.snapshot()
+    level.timeline = timeline_section(timeline.snapshot(level.end_ns),
+                                      server_metrics=sampler.start_ns)
+    return level
+
+
+async def measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
+                              sample_url: str | None, control: RunControl,
+                              on_progress: Callable[[dict], None] | None) -> LevelResult:
+    """One level on every worker; the parent samples the server's /metrics meanwhile."""
+    if sample_url is None:
+        return await pool.level(index, load, config.stop, control, on_progress)
+        sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
+    async with TaskGroup() as tg:
+        watcher = tg.create_task(sampler.run())
+        try:
+            level = await pool.level(index, load, config.stop, control, on_progress)
+        finally:
+            watcher.cancel()
+    await sampler.finish()
+    level.server = sampler.snapshot()
+    return level
