@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 
 async def measure_level(target: Target, load: Load, sample_url: str | None,
-                         interval_s: float, watchers: Sequence = (), sinks: Sequence = (),
-                         **kwargs) -> LevelResult:
+                        interval_s: float, watchers: Sequence = (), sinks: Sequence = (),
+                        **kwargs) -> LevelResult:
     """One level, with the client's per-second timeline beside it and the server's
     /metrics sampled alongside when there is a URL (both on the monotonic clock)."""
     timeline = ClientTimeline()
@@ -34,7 +34,7 @@ async def measure_level(target: Target, load: Load, sample_url: str | None,
         level = await run_level(target, load, watchers=watchers, sinks=sinks, **kwargs)
         level.timeline = timeline_section(timeline.snapshot(level.end_ns))
         return level
-        sampler = ServerMetricsSampler(sample_url, interval_s)
+    sampler = ServerMetricsSampler(sample_url, interval_s)
     level = await run_level(target, load, watchers=(sampler, *watchers), sinks=sinks, **kwargs)
     await sampler.finish()
     level.server = sampler.snapshot()
@@ -44,12 +44,12 @@ async def measure_level(target: Target, load: Load, sample_url: str | None,
 
 
 async def measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
-                              sample_url: str | None, control: RunControl,
-                              on_progress: Callable[[dict], None] | None) -> LevelResult:
+                             sample_url: str | None, control: RunControl,
+                             on_progress: Callable[[dict], None] | None) -> LevelResult:
     """One level on every worker; the parent samples the server's /metrics meanwhile."""
     if sample_url is None:
         return await pool.level(index, load, config.stop, control, on_progress)
-        sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
+    sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
     async with TaskGroup() as tg:
         watcher = tg.create_task(sampler.run())
         try:
