@@ -29,8 +29,8 @@ from typing import Any, Sequence
 from .engine import LevelResult
 from .errors import ConfigError
 from .load import MIN_WAVES, ArrivalRate, ConstantConcurrency, Load, StopRule
-from .results import level_to_dict
 from .slo import SLO
+from .vllm.server_metrics import peaks
 
 PASS_RATE = 0.99
 MAX_FAILED = 0.01
@@ -113,6 +113,17 @@ def judge(level: dict[str, Any], slos: Sequence[SLO]) -> list[str]:
     return misses
 
 
+def verdict_inputs(level: LevelResult) -> dict[str, Any]:
+    """The parts of a level's results-file dict that :func:`judge` reads (the whole
+    :func:`~loadgen.results.level_to_dict` would walk every histogram once more)."""
+    c = level.metrics.counts
+    requests = {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete}
+    goodput = (level.slo.to_dict(level.duration_s, level.metrics.hists, c.requests)
+               if level.slo is not None else None)
+    return {"load": level.load.describe(), "requests": requests, "goodput": goodput,
+            "timeline": level.timeline}
+
+
 class KneePlan:
     """The search as a level plan: asks for each next probe from the ones measured."""
 
@@ -145,14 +156,18 @@ class KneePlan:
         return None if value is None else self.search.load(value)
 
     def _record(self, level: LevelResult) -> None:
-        data = level_to_dict(level)
+        data = verdict_inputs(level)
         misses = judge(data, self.search.slos)
         goodput = data.get("goodput") or {}
         self.probes.append({
             "load": load_value(level.load), "passed": not misses, "failing": misses,
             "goodput_requests_per_s": goodput.get("requests_per_s"),
             "goodput_tokens_per_s": goodput.get("output_tokens_per_s"),
-            "steady": ((data.get("timeline") or {}).get("steady") or {}).get("steady")})
+            # what each SLO read: a percentile SLO's value, a per-request SLO's pass rate
+            "slo_values": {e["slo"]: e.get("value", e.get("pass_rate"))
+                           for e in goodput.get("per_slo", [])},
+            "steady": ((data.get("timeline") or {}).get("steady") or {}).get("steady"),
+            "server": peaks(level.server)})
 
     def _bracket(self) -> tuple[float | None, float | None]:
         passing = [p["load"] for p in self.probes if p["passed"]]

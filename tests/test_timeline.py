@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.knee import KneePlan, KneeSearch, judge
+from loadgen.knee import KneePlan, KneeSearch, format_knee, judge
 from loadgen.record import RequestRecord
+from loadgen.report.document import Paragraph
+from loadgen.report.server_section import knee_section
 from loadgen.slo import parse_slo
 from loadgen.timeline import ClientTimeline, steady_state
 from loadgen.vllm.metric_names import read_scrape
@@ -148,3 +150,33 @@ def test_judge_names_each_missed_condition():
     level["timeline"] = None
     assert judge(level, [parse_slo("ttft_ms:p99<=100")]) == [
         "only 8 requests: under 4 waves of 4 streams (lengthen --duration)"]
+
+
+def _profile(knee: float, high: float) -> dict:
+    probes = [{"load": knee, "passed": True, "failing": [], "goodput_requests_per_s": 9.5,
+               "server": {"kv_peak_percent": 41.0, "waiting_peak": 0, "waiting_growing": False,
+                          "preemptions": 0}},
+              {"load": high, "passed": False, "failing": ["ttft_ms:p99<=500: p99 was 812.0"],
+               "goodput_requests_per_s": 7.25,
+               "server": {"kv_peak_percent": 100.0, "waiting_peak": 9, "waiting_growing": True,
+                          "preemptions": 3}}]
+    return {"name": "slo-search", "mode": "concurrency", "slos": ["ttft_ms:p99<=500"],
+            "knee": knee, "bracket": [knee, high], "stopped": "within precision",
+            "probes": probes}
+
+
+def test_knee_text_and_the_ab_sentence():
+    text = format_knee(_profile(12, 13))
+    assert text.splitlines() == [
+        "knee (ttft_ms:p99<=500): concurrency 12; next probe up, concurrency 13, failed "
+        "(stopped: within precision)",
+        "  probe 1: concurrency 12, goodput 9.50 req/s: pass",
+        "  probe 2: concurrency 13, goodput 7.25 req/s: FAIL ttft_ms:p99<=500: p99 was 812.0"]
+    summary = {"phases": [{"name": "bf16", "knee": _profile(12, 13), "levels": []},
+                          {"name": "qat", "knee": _profile(24, 26), "levels": []}]}
+    paragraphs = [b.text for b in knee_section(summary).blocks if isinstance(b, Paragraph)]
+    assert paragraphs[0] == "bf16 holds the SLOs up to 12; qat holds the SLOs up to 24."
+    assert paragraphs[2] == ("At the knee (12): KV cache peaked at 41 %, queue peaked at 0 "
+                             "waiting (not growing), 0 preemptions.")
+    assert paragraphs[3] == ("Above it (13): KV cache peaked at 100 %, queue peaked at 9 "
+                             "waiting (growing), 3 preemptions.")

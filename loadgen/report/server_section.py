@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..vllm.server_metrics import peaks
 from .document import Figure, Paragraph, Section, Table, num
-
-# A queue is "growing" when its mean over the last third of a level's samples exceeds the
-# first third's by more than this many requests.
-GROWING_BY = 1.0
-
 
 def _dig(data: Any, *keys: str) -> Any:
     for key in keys:
@@ -25,22 +21,7 @@ def _dig(data: Any, *keys: str) -> Any:
 
 def server_peaks(level: dict) -> dict | None:
     """One level's server facts for the summary (None: no server series)."""
-    server = level.get("server_metrics")
-    if not server:
-        return None
-    samples = server.get("samples") or {}
-    waiting = [v for v in samples.get("num_requests_waiting") or [] if v is not None]
-    third = len(waiting) // 3
-    growing = (third > 0 and sum(waiting[-third:]) / third - sum(waiting[:third]) / third
-               > GROWING_BY)
-    kv = _dig(server, "summary", "kv_cache_usage_perc", "max")
-    return {"kv_peak_percent": None if kv is None else round(100 * kv, 1),
-            "waiting_peak": _dig(server, "summary", "num_requests_waiting", "max"),
-            "waiting_growing": growing,
-            "running_peak": _dig(server, "summary", "num_requests_running", "max"),
-            "preemptions": server.get("preemptions"),
-            "server_ttft_mean_ms": _dig(server, "totals", "histograms", "ttft", "mean_ms"),
-            "client_minus_server_ttft_ms": _dig(server, "client_minus_server_ms", "ttft_mean")}
+    return peaks(level.get("server_metrics"))
 
 
 def knee_of(result: dict) -> dict | None:
@@ -109,7 +90,7 @@ def knee_section(summary: dict) -> Section:
                                              else " (no probe failed)")
                 + f"; search stopped: {knee.get('stopped') or 'run ended'}.")
         blocks.append(Paragraph(text))
-        by_load = {lv["load"].get(knee["mode"]): lv for lv in p["levels"]}
+        by_load = {probe["load"]: probe for probe in knee["probes"]}
         for what, value in (("At the knee", low), ("Above it", high)):
             if value is not None and value in by_load:
                 blocks.append(Paragraph(f"{what} ({num(value, 2)}): "

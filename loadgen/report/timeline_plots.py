@@ -142,17 +142,6 @@ def ab_server_figure(phases: Sequence[tuple[str, dict]], simulated: bool) -> Fig
     return _finish(fig)
 
 
-def _slo_value(level: dict, slo: str) -> float | None:
-    """The number a level is judged on for one SLO: its percentile (percentile SLOs) or
-    the metric's p99 (per-request SLOs, which must hold for 99 % of requests)."""
-    entry = next((s for s in (level.get("goodput") or {}).get("per_slo", [])
-                  if s["slo"] == slo), None)
-    if entry and entry.get("value") is not None:
-        return entry["value"]
-    metric = slo.split(":")[0].split("<")[0].split(">")[0]
-    return (level.get(metric) or {}).get("p99")
-
-
 def _threshold(slo: str) -> float | None:
     for op in ("<=", ">="):
         if op in slo:
@@ -164,18 +153,21 @@ def _threshold(slo: str) -> float | None:
 
 
 def knee_figure(name: str, result: dict, simulated: bool) -> Figure | None:
-    """Goodput and each SLO's metric against load, passing probes filled, the knee marked."""
+    """Goodput and each SLO's reading against load (a percentile SLO: the level's
+    percentile; a per-request SLO: the share of requests meeting it, which must reach
+    99 %), passing probes filled, the knee marked."""
     knee = knee_of(result)
     if not knee or not knee.get("probes"):
         return None
     mode = knee["mode"]
-    levels = {(lv.get("load") or {}).get(mode): lv for lv in sweep_levels(result)}
     probes = sorted(knee["probes"], key=lambda p: p["load"])
     fig, axes = _stack(f"{name}: SLO search", simulated, 1 + len(knee["slos"]))
     rows: list[tuple[Any, str, list]] = [
         (axes[0], "goodput req/s", [p["goodput_requests_per_s"] for p in probes])]
     for ax, slo in zip(axes[1:], knee["slos"]):
-        rows.append((ax, slo, [_slo_value(levels.get(p["load"]) or {}, slo) for p in probes]))
+        per_request = ":p" not in slo  # its value is the share of requests meeting it
+        rows.append((ax, slo + (" (pass rate)" if per_request else ""),
+                     [(p.get("slo_values") or {}).get(slo) for p in probes]))
     xs = [p["load"] for p in probes]
     for ax, label, ys in rows:
         points = [(x, y, p["passed"]) for x, y, p in zip(xs, ys, probes) if y is not None]
@@ -184,13 +176,14 @@ def knee_figure(name: str, result: dict, simulated: bool) -> Figure | None:
             for x, y, passed in points:
                 ax.plot(x, y, marker="o", color=_color(2 if passed else 3),
                         fillstyle="full" if passed else "none")
-        limit = _threshold(label)
+        limit = 0.99 if label.endswith("(pass rate)") else _threshold(label)
         if limit is not None and label != "goodput req/s":
             ax.axhline(limit, color=_color(3), linestyle="--", linewidth=0.8, label="SLO")
         if knee.get("knee") is not None:
             ax.axvline(knee["knee"], color="black", linestyle=":", label="knee")
         ax.set_ylabel(_text(label), fontsize=8)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     axes[-1].set_xlabel("concurrency" if mode == "concurrency" else "requests/s")
     return _finish(fig)
 

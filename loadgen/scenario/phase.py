@@ -7,7 +7,9 @@ The file (``DIR/phase-<label>.json``) is the results-file dict of ``loadgen swee
     scenario:     run metadata (name, file hash, hardware, price, simulated, ...)
     measurements: {single_stream: level dict,
                    fixed_length: {tokens, repeats, e2e_s: [...], min_s, max_s},
-                   sweep: [level dicts]}
+                   sweep: [level dicts],
+                   knee: [level dicts of the SLO search's probes],
+                   knee_search: the search (loadgen.knee: knee, bracket, probes)}
     fidelity:     the fidelity suite's answers and score
     server:       deployment facts (time to InService, weights, KV cache, ...)
 
@@ -34,13 +36,16 @@ from ..config import RequestOptions, Timeouts
 from ..engine import LevelResult, RunControl
 from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
+from ..knee import CONCURRENCY, RATE, KneePlan, KneeSearch, format_knee
 from ..load import ConstantConcurrency, StopRule
 from ..metrics import e2e_ns
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
 from ..runconfig import RunConfig, TargetConfig
+from ..slo import parse_slo
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
+from ..workload.settings import WorkloadSettings
 from .schema import Phase, Scenario
 
 COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"
@@ -151,8 +156,11 @@ class Measurer:
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
-        sweep = self.scenario.measurements.sweep
-        return max((1, *sweep.concurrency)) if sweep.enabled else 1
+        sweep, knee = self.scenario.measurements.sweep, self.scenario.measurements.knee
+        most = max((1, *sweep.concurrency)) if sweep.enabled else 1
+        if knee.enabled and not knee.rate_search:  # the most streams the search may probe
+            most = max(most, int(knee.start * 2 ** (knee.max_probes - 1)))
+        return most
 
     async def _level(self, opened: OpenedTarget, concurrency: int, stop: StopRule,
                      output_tokens: int, keep_records: bool = False,
@@ -178,7 +186,8 @@ class Measurer:
             return  # stopped during the preflight: nothing measured, the phase is interrupted
 
     async def _measure_all(self, opened: OpenedTarget) -> None:
-        for step in (self.single_stream, self.fixed_length, self.sweep, self.fidelity):
+        for step in (self.single_stream, self.fixed_length, self.sweep, self.knee,
+                     self.fidelity):
             if self.control.stopped:
                 return
             await step(opened)
@@ -234,6 +243,25 @@ class Measurer:
             self.log(f"concurrency {concurrency}: {_num(level['output_tokens_per_s'])} output "
                      f"tok/s, {level['requests']['completed']} ok / "
                      f"{level['requests']['failed']} failed")
+
+    async def knee(self, opened: OpenedTarget) -> None:
+        """``measurements.knee``: the SLO search (:mod:`loadgen.knee`) on this phase; its
+        probes go to ``measurements.knee``, the search to ``measurements.knee_search``."""
+        spec = self.scenario.measurements.knee
+        if not spec.enabled:
+            return
+        slos = tuple(parse_slo(text) for text in spec.slo)
+        plan = KneePlan(KneeSearch(slos, RATE if spec.rate_search else CONCURRENCY,
+                                   spec.start, spec.precision, spec.max_probes))
+        config = dataclasses.replace(
+            self._config(1, StopRule(duration_s=spec.duration, warmup=spec.warmup),
+                         spec.output_tokens),
+            loads=tuple(plan.bounds()), workload=WorkloadSettings(slos=slos))
+        result = await run_on(opened, config, control=self.control, log=self.log, levels=plan)
+        search = plan.describe()
+        self.doc.measurements["knee"] = [level_to_dict(level) for level in result.levels]
+        self.doc.measurements["knee_search"] = search
+        self.log(format_knee(search).splitlines()[0])
 
     async def fidelity(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.fidelity

@@ -20,7 +20,9 @@ from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
 from ..runconfig import TargetConfig, default
 from ..simulator.profile import SimProfile
+from ..slo import parse_slo
 from ..workload.prompts import PromptSource
+from ..workload.settings import WorkloadSettings
 from .nodes import (
     Boolean,
     Integer,
@@ -30,6 +32,7 @@ from .nodes import (
     Number,
     Section,
     Text,
+    TextList,
     TextMap,
 )
 
@@ -81,6 +84,14 @@ def non_empty(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def slo_check(value: str) -> str | None:
+    try:
+        parse_slo(value)
+    except ConfigError as exc:
+        return str(exc).replace("--slo ", "SLO ", 1)
+    return None
+
+
 # --------------------------------------------------------------------------- the shape
 
 HARDWARE = Section({
@@ -104,8 +115,13 @@ SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "duration": Number(positive), "output_tokens": Integer(positive),
                  "warmup": Integer(non_negative), "workers": Integer(positive)})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
+KNEE = Section({"enabled": Boolean(), "slo": TextList(slo_check), "rate_search": Boolean(),
+               "start": Number(positive), "precision": Number(fraction),
+               "max_probes": Integer(positive), "duration": Number(positive),
+               "output_tokens": Integer(positive), "warmup": Integer(non_negative)},
+              required=("slo",))
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
-                        "sweep": SWEEP, "fidelity": FIDELITY})
+                        "sweep": SWEEP, "fidelity": FIDELITY, "knee": KNEE})
 
 TARGET = Section({
     "url": Text(url_check), "region": Text(non_empty), "endpoint_url": Text(url_check),
@@ -222,11 +238,28 @@ class FidelitySpec:
 
 
 @dataclass(frozen=True)
+class KneeSpec:
+    """``measurements.knee``: an SLO search per phase (:mod:`loadgen.knee`); on when the
+    block is there. Its defaults are ``--profile slo-search``'s."""
+
+    enabled: bool = False
+    slo: tuple[str, ...] = ()
+    rate_search: bool = default(WorkloadSettings, "rate_search")
+    start: float = 1
+    precision: float = default(WorkloadSettings, "search_precision")
+    max_probes: int = default(WorkloadSettings, "max_probes")
+    duration: float | None = None  # None: each probe runs 4 waves of its concurrency
+    output_tokens: int = 256
+    warmup: int = 0  # requests before each probe, not measured
+
+
+@dataclass(frozen=True)
 class Measurements:
     single_stream: SingleStream = SingleStream()
     fixed_length: FixedLength = FixedLength()
     sweep: SweepSpec = SweepSpec()
     fidelity: FidelitySpec = FidelitySpec()
+    knee: KneeSpec = KneeSpec()
 
 
 # A phase's running server: the run configuration's target (url required by the shape).
