@@ -5,7 +5,8 @@ loop concurrency, or open-loop rate with ``--rate-search``. It starts at ``start
 first ``--concurrency``/``--rate``, default 1) and **doubles** until a probe fails, then
 **bisects** between the highest passing and the lowest failing load. It stops when the
 bracket is within ``precision`` of its lower end (``(high − low) / low ≤ precision``;
-concurrency: also when ``high − low ≤ 1``), or after ``max_probes`` probes. When the
+concurrency: also when ``high − low ≤ 1``), after ``max_probes`` probes, or when a
+``ceiling`` (an MCP server's concurrency limit) passes. When the
 first probe already fails, rates halve until one passes (concurrency 1 failing: no knee).
 
 A probe **passes** (:func:`judge`) when, for its level:
@@ -46,6 +47,7 @@ class KneeSearch:
     max_probes: int = 10
     arrival: str = "constant"  # open loop: how requests arrive (--arrival)
     seed: int = 0
+    ceiling: float | None = None  # never probe above this (a server's limit); None: none
 
     def __post_init__(self) -> None:
         if not self.slos:
@@ -137,6 +139,8 @@ class KneePlan:
         return self.search.max_probes
 
     def bounds(self) -> Sequence[Load]:
+        if self.search.ceiling is not None:
+            return [self.search.load(self.search.ceiling)]
         if self.search.mode == RATE:
             return [self.search.load(self.search.start)]  # no in-flight cap: unlimited pool
         return [self.search.load(self.search.start * 2 ** (self.search.max_probes - 1))]
@@ -193,7 +197,10 @@ class KneePlan:
             self.stopped = "max probes"
             return None
         if high is None:
-            return low * 2
+            if search.ceiling is not None and low >= search.ceiling:
+                self.stopped = "ceiling reached"
+                return None
+            return low * 2 if search.ceiling is None else min(low * 2, search.ceiling)
         if low is None:
             return high // 2 if integer else high / 2
         return (low + high) // 2 if integer else (low + high) / 2

@@ -18,7 +18,9 @@ from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import ConfigError
 from ..load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from ..levelplan import LevelPlan, profile_plan
 from ..workload.prompts import PromptSource
+from ..workload.settings import WorkloadSettings
 from .options import ServerOptions
 
 DEFAULT_REQUESTS = 20  # per level, when neither requests nor duration is given (as the CLI)
@@ -27,6 +29,7 @@ DEFAULT_REQUESTS = 20  # per level, when neither requests nor duration is given 
 DEFAULT_PROMPTS = PromptSource()
 DEFAULT_OPTIONS = RequestOptions()
 DEFAULT_STOP = StopRule(requests=1)
+DEFAULT_WORKLOAD = WorkloadSettings()
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,13 @@ class LoadRequest:
     region: str | None = None  # SageMaker targets
     inference_component: str | None = None
     payload_format: str = "auto"
+    # SLOs judge every level (goodput); profile "slo-search" finds the highest load meeting
+    # them (loadgen.knee), with the CLI's defaults.
+    slo: tuple[str, ...] = ()
+    profile: str | None = None
+    rate_search: bool = DEFAULT_WORKLOAD.rate_search
+    search_precision: float = DEFAULT_WORKLOAD.search_precision
+    max_probes: int = DEFAULT_WORKLOAD.max_probes
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -85,14 +95,38 @@ class LoadRequest:
                 notes.append(f"max_in_flight set to the server's limit of {cap}: requests due "
                              "while it is full are counted as dropped")
                 request = dataclasses.replace(request, max_in_flight=cap)
-        levels = len(request.concurrency or request.rate)
+        if request.profile is not None:
+            if request.profile != "slo-search":
+                raise ConfigError(f"profile {request.profile!r}: the MCP server runs "
+                                  "'slo-search' (or no profile)")
+            if len(request.concurrency) > 1 or len(request.rate) > 1:
+                raise ConfigError("profile slo-search starts from one concurrency (or one "
+                                  "rate with rate_search), not a list")
+            notes.append(f"slo-search probes at most concurrency {limits.max_concurrency} "
+                         "(the server's limit)")
+        levels = self.max_probes if request.profile else len(request.concurrency or request.rate)
         if request.duration_s is not None and request.duration_s * levels > limits.max_duration_s:
             raise ConfigError(f"{levels} level(s) of {request.duration_s:g} s is more than this "
                               f"server's run limit of {limits.max_duration_s:g} s "
                               "(loadgen mcp --max-duration)")
         request.loads()  # raises for bad values (rate <= 0, unknown arrival, ...)
         request.stop()
+        request.plan(limits.max_concurrency)  # bad SLOs, precision, ... (one line each)
         return request, notes
+
+    def workload(self) -> WorkloadSettings:
+        return WorkloadSettings.with_slo_texts(
+            self.slo, input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+            seed=self.seed, profile=self.profile, rate_search=self.rate_search,
+            search_precision=self.search_precision, max_probes=self.max_probes)
+
+    def plan(self, ceiling: int) -> LevelPlan | None:
+        """The profile's level plan (None: the listed levels); a concurrency search never
+        probes above ``ceiling``."""
+        plan = profile_plan(self.workload(), self.loads())
+        if plan is not None and not self.rate_search:
+            plan.search = dataclasses.replace(plan.search, ceiling=ceiling)  # type: ignore
+        return plan
 
     def loads(self) -> list[Load]:
         if self.rate:
@@ -127,10 +161,13 @@ LevelFn = Callable[[LevelResult], None]
 
 
 async def measure(request: LoadRequest, out: Path, control: RunControl,
-                  on_progress: ProgressFn, on_level: LevelFn) -> None:
+                  on_progress: ProgressFn, on_level: LevelFn, ceiling: int) -> None:
     """Run the sweep as ``loadgen sweep`` would, writing the results file to ``out``
-    after every level (so a stopped run keeps what it measured)."""
-    await api.sweep(request.target, loads=request.loads(), stop=request.stop(),
-                    options=request.options(), prompts=request.prompts(), out=out,
-                    control=control, on_progress=on_progress, on_level=on_level,
+    after every level (so a stopped run keeps what it measured). ``ceiling``: the most
+    concurrency an SLO search may probe."""
+    plan = request.plan(ceiling)
+    await api.sweep(request.target, loads=plan or request.loads(), stop=request.stop(),
+                    options=request.options(), prompts=request.prompts(),
+                    workload=request.workload(), out=out, control=control,
+                    on_progress=on_progress, on_level=on_level,
                     **request.sagemaker_options())

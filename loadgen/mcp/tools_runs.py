@@ -85,6 +85,8 @@ class RunResults(BaseModel):
     levels: list[dict[str, Any]] = Field(default_factory=list, description="one entry per "
                                          "load level, as in the results file")
     summary: dict[str, Any] | None = Field(None, description="scenario runs: the report summary")
+    profile: dict[str, Any] | None = Field(None, description="profile slo-search: the knee, "
+                                           "the bracket and every probe's verdict")
     files: list[str] = Field(default_factory=list, description="files the run wrote")
 
 
@@ -236,6 +238,19 @@ def register(server: MCPServer, manager: RunManager) -> None:
         payload_format: Annotated[Literal["auto", "openai", "lmi", "tgi", "raw"],
                                   Field(description="sagemaker:// targets: container payload "
                                         "format.")] = "auto",
+        slo: Annotated[list[str] | None, Field(description="SLOs judging every request/level "
+                       "(goodput), e.g. ['ttft_ms:p99<=500', 'tpot_ms<=50'].")] = None,
+        profile: Annotated[Literal["slo-search"] | None, Field(description="slo-search: find "
+                           "the highest concurrency (or rate, rate_search) meeting every slo, "
+                           "by doubling then bisection, from the first concurrency/rate "
+                           "(default 1).")] = None,
+        rate_search: Annotated[bool, Field(description="slo-search over open-loop rates.")]
+        = LoadRequest.rate_search,
+        search_precision: Annotated[float, Field(gt=0, lt=1, description="slo-search stops "
+                                    "when (high - low) / low is at most this.")]
+        = LoadRequest.search_precision,
+        max_probes: Annotated[int, Field(ge=2, description="slo-search: most levels it "
+                              "probes.")] = LoadRequest.max_probes,
     ) -> StartedRun:
         """Start measuring load levels against a target, in the background; returns a run_id
         at once. Follow it with run_status, stop it with cancel_run, read it with get_results.
@@ -247,13 +262,16 @@ def register(server: MCPServer, manager: RunManager) -> None:
             output_tokens=output_tokens, api=api, model=model, stream=stream,
             ignore_eos=ignore_eos, api_key_env=api_key_env, region=region,
             inference_component=inference_component, payload_format=payload_format,
+            slo=tuple(slo or ()), profile=profile, rate_search=rate_search,
+            search_precision=search_precision, max_probes=max_probes,
         ).checked(manager.options)
 
         async def body(run: Run) -> None:
             await measure(request, run.directory / RESULTS_FILE, run.control,
-                          run.progress.on_progress, run.progress.on_level)
+                          run.progress.on_progress, run.progress.on_level,
+                          manager.options.max_concurrency)
 
-        levels = len(request.concurrency or request.rate)
+        levels = request.max_probes if profile else len(request.concurrency or request.rate)
         run = manager.start(LOAD, request.to_dict(), body, notes, levels_total=levels)
         return StartedRun(run_id=run.run_id, state=run.state, results=results_uri(run.run_id),
                           directory=str(run.directory), notes=notes, request=run.request)
@@ -315,7 +333,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
             return out.model_copy(update={
                 "partial": out.partial or bool(data.get("partial")),
                 "simulated": bool(data.get("simulated")), "target": data.get("target") or {},
-                "table": format_table(levels),
+                "table": format_table(levels), "profile": data.get("profile"),
                 "levels": [_level_view(level, histograms) for level in levels]})
         summary = read_json(directory / "summary.json") if "summary.json" in files else None
         simulated = bool(((summary or {}).get("run") or {}).get("simulated"))
