@@ -16,13 +16,13 @@ import functools
 import os
 from typing import Any, AsyncIterator, Callable, Sequence
 
-from .atomic import check_writable
+from .atomic import check_writable, rewritable, same_file
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl
-from .measure import measure_level, measure_on_workers
 from .errors import ConfigError, LoadgenError, RunStopped
 from .levelplan import LevelPlan, as_plan
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .measure import measure_level, measure_on_workers
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
@@ -213,7 +213,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] | L
     worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
     warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
     synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; traces and exports run in one process only.
+    what to export; traces run in one process only.
     """
     given_object = target if target is not None and not isinstance(target, str) else None
     levels: LevelPlan | None = None
@@ -260,6 +260,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
     objects (``sweep`` turns it into typed :class:`Results`)."""
     if out is not None:
         check_writable(out)
+        _check_distinct(out, config.workload)
     control = control or RunControl()
     prompts = config.prompts if config.prompts is not None else config.workload.prompt_source()
     config = dataclasses.replace(config, prompts=prompts)
@@ -282,6 +283,17 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         return await run_on(opened, config, out=out, control=control,
                             keep_records=keep_records, on_progress=on_progress,
                             on_level=on_level, on_start=on_start, log=log, levels=levels)
+
+
+def _check_distinct(out: str | os.PathLike, workload: WorkloadSettings) -> None:
+    """An export written into the results file would destroy both: refuse before any load."""
+    if workload.save_requests and same_file(out, workload.save_requests):
+        raise ConfigError(f"--save-requests {workload.save_requests} and --out {out} are the "
+                          "same file; give each its own path")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _scaled(config: RunConfig) -> bool:
@@ -317,7 +329,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
-        exports = stack.enter_context(workload.open_exports())  # after the preflight
+        exports = stack.enter_context(workload.open_exports(log or _to_stderr))  # after preflight
         result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
                            simulated=opened.simulated, server=dict(opened.server))
         result.extra["workload"] = workload.describe(
@@ -332,6 +344,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
             slos=workload.slos, sinks=exports.sinks)
+        for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
+            (log or _to_stderr)(f"warning: {warning}")
         if on_start:
             on_start(result)
         load = plan.next_load(result.levels)
@@ -341,26 +355,32 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             index = len(result.levels)
             stop = plan.stop_for(load, config.stop)
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
+            if pool is None and getattr(prompts, "tokenizer", None) is not None:
+                stream.prefill(prefill_count(load, stop),  # off the level's clock
+                               start=opened.ids.prompts)
+            exports.begin_level(index + 1, load)
             if pool is not None:
                 level = await measure_on_workers(pool, index, load,
-                                                  dataclasses.replace(config, stop=stop),
-                                                  sample_url, control, progress)
+                                                 dataclasses.replace(config, stop=stop),
+                                                 sample_url, control, progress, exports)
                 result.extra["workers"] = pool.describe()
             else:
-                if getattr(prompts, "tokenizer", None) is not None:
-                    stream.prefill(prefill_count(load, stop))  # off the level's clock
-                exports.begin_level(index + 1, load)
                 level = await measure(opened.target, load, on_progress=progress, stop=stop)
-                exports.end_level()
+            exports.end_level()
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
-            load = plan.next_load(result.levels)
+            load = plan.next_load(result.levels)  # a profile reads the level just measured
             if plan.describe() is not None:
                 result.extra["profile"] = plan.describe()
-            if out is not None:
+            if exports.sinks:
+                result.extra["exports"] = exports.describe()
+            if out is not None and rewritable(out):  # a device or FIFO gets one document
                 result.save(out)
             if on_level:
                 on_level(level)
+        exports.close()  # its last writes can fail too: the results file says so
+        if exports.sinks:
+            result.extra["exports"] = exports.describe()
         result.target = opened.target.describe()
         result.finished_at = now_iso()
         result.partial = (control.stopped or load is not None

@@ -15,7 +15,6 @@ every mismatch and say which side was right.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import random
 import re
@@ -25,15 +24,19 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from .config import RequestOptions
 from .errors import ConfigError
+from .fidelity_tokens import TokenLogprob
 from .record import Prompt, RequestRecord
 
 SUITE_NAME = "l4-fidelity-40"
 MULTIPLICATION, ARITHMETIC, CAPITAL = "multiplication", "arithmetic", "capital"
 CATEGORIES = (MULTIPLICATION, ARITHMETIC, CAPITAL)
+# FidelityResult.logprobs: whether token-level fidelity (loadgen.fidelity_tokens) can be had.
+LOGPROBS_AVAILABLE, LOGPROBS_NOT_ASKED = "available", "not asked"
+LOGPROBS_UNAVAILABLE = "not available from this server"
 # Operand sizes of the multiplications, cycled: 2×2, 3×2 and 3×3 digits.
 _MULTIPLICATION_DIGITS = ((2, 2), (3, 2), (3, 3))
 
@@ -232,25 +235,36 @@ class FidelityAnswer:
     extracted: str | None
     correct: bool
     error: str | None = None  # "type: message" when the request failed
+    # Per generated token: (token, logprob, ((alternative, logprob), ...)); None: not sent.
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         q = self.question
-        return {"id": q.id, "category": q.category, "label": q.label, "prompt": q.prompt,
-                "expected": q.expected, "accept": list(q.accept), "response": self.response,
-                "extracted": self.extracted, "correct": self.correct, "error": self.error}
+        out = {"id": q.id, "category": q.category, "label": q.label, "prompt": q.prompt,
+               "expected": q.expected, "accept": list(q.accept), "response": self.response,
+               "extracted": self.extracted, "correct": self.correct, "error": self.error}
+        if self.logprobs is not None:
+            out["logprobs"] = [[t, lp, [list(alt) for alt in top]]
+                               for t, lp, top in self.logprobs]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FidelityAnswer:
         question = Question(d["id"], d["category"], d["label"], d["prompt"], d["expected"],
                             tuple(d.get("accept", ())))
+        logprobs = d.get("logprobs")
+        if logprobs is not None:
+            logprobs = tuple((t, float(lp), tuple((a, float(v)) for a, v in top))
+                             for t, lp, top in logprobs)
         return cls(question, d.get("response"), d.get("extracted"), bool(d["correct"]),
-                   d.get("error"))
+                   d.get("error"), logprobs)
 
 
-def score_response(question: Question, response: str | None,
-                   error: str | None = None) -> FidelityAnswer:
+def score_response(question: Question, response: str | None, error: str | None = None,
+                   logprobs: tuple[TokenLogprob, ...] | None = None) -> FidelityAnswer:
     extracted = extract_answer(question, response)
-    return FidelityAnswer(question, response, extracted, is_correct(question, extracted), error)
+    return FidelityAnswer(question, response, extracted, is_correct(question, extracted), error,
+                          logprobs)
 
 
 @dataclass(frozen=True)
@@ -260,6 +274,8 @@ class FidelityResult:
     suite: str = SUITE_NAME
     max_tokens: int = 64
     duration_s: float | None = None
+    # Token logprobs: "available", "not asked", or "not available from this server: why".
+    logprobs: str = LOGPROBS_NOT_ASKED
 
     @property
     def score(self) -> int:
@@ -285,30 +301,39 @@ class FidelityResult:
         return {"suite": self.suite, "seed": self.seed, "max_tokens": self.max_tokens,
                 "score": self.score, "total": self.total, "errors": self.errors,
                 "by_category": self.by_category(), "duration_s": self.duration_s,
-                "answers": [a.to_dict() for a in self.answers]}
+                "logprobs": self.logprobs, "answers": [a.to_dict() for a in self.answers]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FidelityResult:
         answers = tuple(FidelityAnswer.from_dict(a) for a in d["answers"])
         return cls(int(d.get("seed", 0)), answers, d.get("suite", SUITE_NAME),
-                   int(d.get("max_tokens", 64)), d.get("duration_s"))
+                   int(d.get("max_tokens", 64)), d.get("duration_s"),
+                   d.get("logprobs", LOGPROBS_NOT_ASKED))
 
 
 # --------------------------------------------------------------------------- running
 
 
-async def _ask(target: Any, question: Question, max_tokens: int) -> FidelityAnswer:
+async def _ask(target: Any, question: Question, max_tokens: int,
+               top_logprobs: int | None) -> FidelityAnswer:
     record = RequestRecord(intended_ns=time.perf_counter_ns(), tag=question.id)
     try:
-        await target.send(Prompt(question.prompt, max_tokens=max_tokens, tag=question.id),
-                          record)
+        await target.send(Prompt(question.prompt, max_tokens=max_tokens, tag=question.id,
+                                 top_logprobs=top_logprobs), record)
     except Exception as exc:  # noqa: BLE001 - a target bug must not lose the other 39 answers
         record.fail(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                     time.perf_counter_ns())
     if record.error_type is not None or record.incomplete:
         error = f"{record.error_type or 'incomplete'}: {record.error_message or ''}".strip()
         return score_response(question, None, error.rstrip(":"))
-    return score_response(question, record.text or "")
+    logprobs = tuple(record.logprobs) if record.logprobs else None
+    return score_response(question, record.text or "", logprobs=logprobs)
+
+
+def _refused_logprobs(answer: FidelityAnswer) -> bool:
+    """A 400/422 on a question asked with logprobs: the server refuses them (vLLM's
+    ``--max-logprobs``, servers without logprobs); ask again without."""
+    return bool(answer.error) and answer.error.startswith(("http_400", "http_422"))
 
 
 def fidelity_options(options: RequestOptions) -> RequestOptions:
@@ -318,62 +343,30 @@ def fidelity_options(options: RequestOptions) -> RequestOptions:
 
 
 async def run_fidelity(target: Any, options: RequestOptions | None = None, *, seed: int = 0,
-                       max_tokens: int = 64) -> FidelityResult:
+                       max_tokens: int = 64, top_logprobs: int | None = 5) -> FidelityResult:
     """Ask the 40 questions one after another through an *opened* target.
 
     The target must have been built with :func:`fidelity_options` (``options`` is
     checked, not applied: the target owns its options). Failed requests are
-    recorded as errors (scored wrong), never raised.
+    recorded as errors (scored wrong), never raised. Each question asks for every
+    token's logprob and ``top_logprobs`` alternatives (None: don't ask); a server that
+    refuses them (a 4xx on the first question) is asked again without, and the result
+    says why token-level fidelity is not available.
     """
     if options is not None and options != fidelity_options(options):
         raise ConfigError("fidelity needs a target built with keep_text=True, temperature 0 "
                           "and ignore_eos off: use loadgen.fidelity.fidelity_options(options)")
     started = time.perf_counter()
-    answers = [await _ask(target, q, max_tokens) for q in generate_questions(seed)]
+    status = LOGPROBS_NOT_ASKED if top_logprobs is None else LOGPROBS_AVAILABLE
+    answers = []
+    for question in generate_questions(seed):
+        answer = await _ask(target, question, max_tokens, top_logprobs)
+        if top_logprobs is not None and not answers and _refused_logprobs(answer):
+            status = f"{LOGPROBS_UNAVAILABLE}: it refused them ({answer.error})"
+            top_logprobs = None
+            answer = await _ask(target, question, max_tokens, None)
+        answers.append(answer)
+    if status == LOGPROBS_AVAILABLE and not any(a.logprobs for a in answers):
+        status = f"{LOGPROBS_UNAVAILABLE}: it sent none"
     return FidelityResult(seed, tuple(answers), max_tokens=max_tokens,
-                          duration_s=round(time.perf_counter() - started, 3))
-
-
-# --------------------------------------------------------------------------- simulation
-
-_ARITHMETIC_PROMPT = re.compile(r"What is (\d+) \+ (\d+) - (\d+)\?")
-_MULTIPLICATION_PROMPT = re.compile(r"What is (\d+) × (\d+)\?")
-_CAPITAL_PROMPT = re.compile(r"capital of (.+?)\?")
-# Plausible slips on an a + b - c problem (the L4 study saw 926 → 1026 and 355 → 655).
-_SLIPS = (100, -100, 300, 200, -10, 10)
-_NUMBER_FORMATS = ("{}", "{}", "{}", "The answer is {}.", "**{}**", "{}.")
-# Responder seeds that reproduce the L4 study's fidelity on suite seed 0 with the default
-# wrong_rate: 37/40 each, 35/40 responses identical, all slips on a + b - c questions.
-L4_SIMULATED_SEEDS = {"bf16": 8, "qat": 18}
-
-
-def _unit(*parts: object) -> float:
-    """A deterministic number in [0, 1) from ``parts`` (stable across processes)."""
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def make_simulated_responder(seed: int, wrong_rate: float = 0.2) -> Callable[[str], str]:
-    """A stand-in model for ``--simulate`` runs: answers every suite prompt correctly,
-    except each ``a + b - c`` question is answered wrong with probability ``wrong_rate``
-    (decided by a hash of seed and prompt, so it is deterministic). The answer's
-    wording depends on the prompt only, so two responders with different seeds give
-    character-identical responses wherever both are right."""
-    capitals = {e["country"]: e["capital"] for e in load_capitals()}
-
-    def respond(prompt: str) -> str:
-        style = _NUMBER_FORMATS[int(_unit("style", prompt) * len(_NUMBER_FORMATS))]
-        if match := _ARITHMETIC_PROMPT.search(prompt):
-            a, b, c = map(int, match.groups())
-            answer = a + b - c
-            if _unit(seed, prompt) < wrong_rate:
-                answer += _SLIPS[int(_unit("slip", seed, prompt) * len(_SLIPS))]
-            return style.format(answer)
-        if match := _MULTIPLICATION_PROMPT.search(prompt):
-            return style.format(int(match.group(1)) * int(match.group(2)))
-        if match := _CAPITAL_PROMPT.search(prompt):
-            country = match.group(1)
-            return capitals.get(country, "I do not know.")
-        return "I do not know."
-
-    return respond
+                          duration_s=round(time.perf_counter() - started, 3), logprobs=status)

@@ -4,7 +4,8 @@ process or on worker processes (whose records stay there: no client timeline the
 
 from __future__ import annotations
 
-import sys
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .engine import LevelResult, RunControl, run_level
@@ -13,11 +14,7 @@ from .runconfig import RunConfig
 from .targets.base import Target
 from .timeline import ClientTimeline, timeline_section
 from .vllm.server_metrics import ServerMetricsSampler
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from taskgroup import TaskGroup
-else:
-    from asyncio import TaskGroup
+from .workload.settings import Exports
 
 if TYPE_CHECKING:
     from .workers import WorkerPool
@@ -45,17 +42,22 @@ async def measure_level(target: Target, load: Load, sample_url: str | None,
 
 async def measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
                              sample_url: str | None, control: RunControl,
-                             on_progress: Callable[[dict], None] | None) -> LevelResult:
-    """One level on every worker; the parent samples the server's /metrics meanwhile."""
+                             on_progress: Callable[[dict], None] | None,
+                             exports: Exports) -> LevelResult:
+    """One level on every worker (their export rows and intervals written to
+    ``exports``); the parent samples the server's /metrics meanwhile."""
     if sample_url is None:
-        return await pool.level(index, load, config.stop, control, on_progress)
+        return await pool.level(index, load, config.stop, control, on_progress, exports)
     sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
-    async with TaskGroup() as tg:
-        watcher = tg.create_task(sampler.run())
-        try:
-            level = await pool.level(index, load, config.stop, control, on_progress)
-        finally:
-            watcher.cancel()
+    # Not a TaskGroup: a worker's one-line error (WorkerFailed) must reach the CLI as
+    # itself, not wrapped in an ExceptionGroup.
+    watcher = asyncio.ensure_future(sampler.run())
+    try:
+        level = await pool.level(index, load, config.stop, control, on_progress, exports)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
     await sampler.finish()
     level.server = sampler.snapshot()
     return level

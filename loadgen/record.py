@@ -46,6 +46,9 @@ class Prompt:
     # Multi-turn sessions: which session (0, 1, ...) and which turn (1, 2, ...).
     session: int | None = None
     turn: int | None = None
+    # Ask for each generated token's log-probability and this many most likely
+    # alternatives (fidelity runs; OpenAI ``logprobs``/``top_logprobs``). None: not asked.
+    top_logprobs: int | None = None
 
 
 @dataclass(slots=True)
@@ -88,6 +91,10 @@ class RequestRecord:
     cached_tokens: int | None = None
     session: int | None = None
     turn: int | None = None
+    max_tokens: int | None = None  # what the request asked for (the prompt's max_tokens)
+    # Per generated token, when the prompt asked for logprobs and the server sent them:
+    # ``(token, logprob, ((alternative, logprob), ...))``, most likely alternative first.
+    logprobs: list[tuple[str, float, tuple[tuple[str, float], ...]]] | None = None
 
     @property
     def ok(self) -> bool:

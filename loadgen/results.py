@@ -48,7 +48,9 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
         "load": level.load.describe(),
         "requests": {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
                      "dropped": c.dropped, "errors": dict(sorted(m.errors.items())),
-                     "error_messages": {k: list(v) for k, v in sorted(m.error_messages.items())}},
+                     "error_messages": {k: list(v) for k, v in sorted(m.error_messages.items())},
+                     **({"incomplete_reasons": dict(level.incomplete_reasons)}
+                        if level.incomplete_reasons else {})},
         "duration_s": _round(window, 6),
         "output_tokens": c.output_tokens,
         "input_tokens": c.input_tokens,

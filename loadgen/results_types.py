@@ -53,12 +53,15 @@ class Requests:
     dropped: int
     errors: dict[str, int]  # failures by type
     error_messages: dict[str, list[str]]  # the first distinct messages per type
+    # Why some incomplete requests are (besides a stop): {"worker_died": n}.
+    incomplete_reasons: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Requests:
         return cls(data.get("completed", 0), data.get("failed", 0), data.get("incomplete", 0),
                    data.get("dropped", 0), dict(data.get("errors") or {}),
-                   {k: list(v) for k, v in (data.get("error_messages") or {}).items()})
+                   {k: list(v) for k, v in (data.get("error_messages") or {}).items()},
+                   dict(data.get("incomplete_reasons") or {}))
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import secrets
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
+from .bounds import host_problem, text_problem
 from .config import RequestOptions
 from .errors import ConfigError
 from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, StopRule
@@ -68,6 +68,9 @@ class TargetConfig:
                 and getattr(self, f.name) not in (None, "auto")]
 
     def check(self) -> "TargetConfig":
+        http_url = self.url is not None and not self.is_sagemaker
+        if http_url and (message := text_problem(self.url) or host_problem(self.url)):
+            raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
         given = self.given_sagemaker_options()
         if given and not self.is_sagemaker:
             flags = ", ".join("--" + name.replace("_", "-") for name in given)
@@ -118,16 +121,12 @@ class RunConfig:
         What cannot be split across processes yet is a one-line error."""
         workload = self.workload
         unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (workload.profile == "saturation", "--profile saturation"),
-                        (workload.save_requests or workload.hdr_log,
-                         "--save-requests/--hdr-log")]
+                        (workload.profile == "saturation", "--profile saturation")]
         given = [flag for bad, flag in unsplittable if bad]
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
-        if prompts.salt is None:
-            prompts = dataclasses.replace(prompts, salt=secrets.token_hex(3) + "-")
-        return dataclasses.replace(self, prompts=prompts)
+        return dataclasses.replace(self, prompts=prompts.salted())
 
     def worker_count(self, cores: int | None = None) -> int:
         """How many workers generate the load (``auto`` resolved against ``cores``)."""

@@ -11,9 +11,9 @@ from loadgen.errors import ConfigError
 from loadgen.fidelity import (
     fidelity_options,
     generate_questions,
-    make_simulated_responder,
     run_fidelity,
 )
+from loadgen.fidelity_sim import make_simulated_responder
 from loadgen.record import Prompt, RequestRecord
 from loadgen.simulator import SimProfile
 from loadgen.targets import open_target

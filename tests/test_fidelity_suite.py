@@ -10,7 +10,6 @@ import pytest
 from loadgen.fidelity import (
     ARITHMETIC,
     CAPITAL,
-    L4_SIMULATED_SEEDS,
     MULTIPLICATION,
     FidelityResult,
     Question,
@@ -19,10 +18,10 @@ from loadgen.fidelity import (
     generate_questions,
     is_correct,
     load_capitals,
-    make_simulated_responder,
     normalize_name,
     score_response,
 )
+from loadgen.fidelity_sim import L4_SIMULATED_SEEDS, make_simulated_responder
 
 
 def _question(category: str, seed: int = 0):

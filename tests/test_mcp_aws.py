@@ -33,6 +33,7 @@ def moto(moto_url, monkeypatch, tmp_path):
 
 def server_options(tmp_path, moto_url, allow_deploy=True) -> ServerOptions:
     return ServerOptions(workdir=tmp_path / "work", allow_deploy=allow_deploy,
+                         allow_read=(tmp_path,),
                          region=REGION, aws_endpoint_url=moto_url)
 
 

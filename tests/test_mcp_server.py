@@ -34,6 +34,8 @@ STEADY = SimProfile(ttft_s=0.1, itl_s=0.02, batch_slowdown=0.0)
 
 
 def options(tmp_path: Path, **limits) -> ServerOptions:
+    """A server whose clients may read tmp_path (scenarios, results files written there)."""
+    limits.setdefault("allow_read", (tmp_path,))
     return ServerOptions(workdir=tmp_path / "work", **limits)
 
 
@@ -184,7 +186,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(tmp_path):
     errors, runs = session(options(tmp_path), body)
     expected = ["concurrency must be >= 1", "target", "either concurrency", "api",
                 "is not a run id", "no run 20260101-000000-abcd", "nope.json: no such file",
-                "no such scenario file", "exactly one of log_file, endpoint, url"]
+                "nope.yaml: no such file", "exactly one of log_file, endpoint, url"]
     for text, wanted in zip(errors, expected):
         assert wanted in text and "Traceback" not in text, text
     assert runs["runs"] == []
@@ -292,7 +294,7 @@ def test_the_server_masks_a_secret_that_reaches_a_tool_output(tmp_path, monkeypa
         return await call_error(client, "validate_scenario", file=str(missing))
 
     text = session(options(tmp_path), body)
-    assert "no such scenario file" in text and secret not in text and "***" in text
+    assert ".yaml: no such file" in text and secret not in text and "***" in text
 
 
 def test_deployment_facts_from_a_vllm_log(tmp_path):
@@ -302,7 +304,7 @@ def test_deployment_facts_from_a_vllm_log(tmp_path):
     async def body(client):
         return await call(client, "deployment_facts", log_file=str(logs / "vllm-0.10.2.log"))
 
-    facts = session(options(tmp_path), body)
+    facts = session(options(tmp_path, allow_read=(logs,)), body)
     assert facts["found"] is True and facts["facts"] == expected
     assert "723,484" in facts["table"] or "723484" in facts["table"]
 

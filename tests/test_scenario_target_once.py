@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.fidelity import make_simulated_responder
+from loadgen.fidelity_sim import make_simulated_responder
 from loadgen.scenario import RunOptions, load_scenario, run_scenario
 from loadgen.simulator import SimProfile
 from loadgen.simulator.sagemaker_server import (

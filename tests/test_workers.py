@@ -343,8 +343,10 @@ def test_sagemaker_target_with_workers_resolves_credentials_in_each(tmp_path):
     assert level["requests"]["completed"] == 9 and level["output_tokens"] == 45
     assert [w["completed"] for w in level["workers"]] == [6, 3]
     assert SECRET_KEY not in out_two.read_text()
-    # A merged level is the same document as a one-process level, plus ``workers``.
+    # A merged level is the same document as a one-process level, plus ``workers``; the
+    # client timeline is built in one process only (null with workers).
     level.pop("workers")
+    assert level.pop("timeline") is None and one["levels"][0].pop("timeline")
     assert shape(two["levels"]) == shape(one["levels"])
 
 
@@ -509,7 +511,6 @@ def test_run_config_for_workers_picks_one_salt_in_the_parent():
 
 @pytest.mark.parametrize("flags, named", [
     (["sweep", "--profile", "saturation"], "--profile"),
-    (["run", "--save-requests", "req.jsonl"], "--save-requests/--hdr-log"),
 ])
 def test_workloads_one_process_features_with_workers_are_one_line_errors(tmp_path, flags, named):
     from click.testing import CliRunner

@@ -147,12 +147,136 @@ def test_prompt_stream_fills_ahead_in_order():
             made.append(i)
             yield i
 
-    stream = PromptStream(source())
-    assert next(stream) == 0 and made == [0]
+    stream = PromptStream(source())  # any iterable (a trace's prompts): taken in order
+    assert stream.prompt(0) == 0 and made == [0]
     stream.prefill(3)
     assert made == [0, 1, 2, 3]  # made ahead ...
-    assert [next(stream) for _ in range(5)] == [1, 2, 3, 4, 5]  # ... and sent in order
+    assert [stream.prompt(i) for i in range(1, 6)] == [1, 2, 3, 4, 5]  # ... sent in order
+    # A PromptSource is asked by index: made ahead or not, request i gets prompt(i).
+    seeded = PromptSource(20, 8, input_stdev=5, output_stdev=3, seed=4, salt="s-")
+    by_index = PromptStream(seeded)
+    by_index.prefill(4, start=10)
+    assert [by_index.prompt(i) for i in (10, 3, 11)] == [seeded.prompt(i) for i in (10, 3, 11)]
     assert prefill_count(ConstantConcurrency(16), StopRule()) == 64
     assert prefill_count(ConstantConcurrency(4), StopRule(requests=10, warmup=2)) == 12
     assert prefill_count(ArrivalRate(5.0), StopRule(duration_s=60)) == 300
     assert prefill_count(ConstantConcurrency(4), StopRule(duration_s=60)) == 1000
+
+
+# -- one sampler: the same prompts for the same seed, whatever the number of processes ----
+
+def test_iterating_is_prompt_by_index(tmp_path, counter):
+    """What one process sends (iteration) is prompt(0), prompt(1), ... : what workers send."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(orjson.dumps({"prompt": f"row {i}", "max_tokens": 3 + i}).decode()
+                            + "\n" for i in range(5)))
+    from loadgen.workload.datasets import load_dataset
+
+    data = load_dataset(rows)
+    sources = [PromptSource(100, 40, input_stdev=20, output_stdev=6, seed=7, salt="s-"),
+               PromptSource(60, 8, tokenizer=counter, input_stdev=9, seed=2, salt="s-",
+                            shared_prefix_tokens=12, prefix_groups=2),
+               PromptSource(output_tokens=None, output_stdev=2, dataset=data, seed=3),
+               PromptSource(dataset=data, replacement=True, seed=3),
+               PromptSource(16, 8, texts=("a b", "c d e"), output_stdev=2, seed=1),
+               PromptSource(12, 6, turns=3, input_stdev=3, seed=5, salt="s-")]
+    for source in sources:
+        assert take(source, 12) == [source.prompt(i) for i in range(12)]
+    # Three passes over the 5 rows: each pass holds every row once, in a seeded order.
+    texts = [p.text for p in take(sources[2], 15)]
+    assert all(sorted(texts[i:i + 5]) == [f"row {j}" for j in range(5)] for i in (0, 5, 10))
+    # Without a salt, a run picks one: the rest of every prompt is what prompt(i) makes.
+    unsalted = PromptSource(100, 40, input_stdev=20, seed=7)
+    tail = [p.text.split(" ", 1)[1] for p in take(unsalted, 6)]
+    assert tail == [unsalted.prompt(i).text.split(" ", 1)[1] for i in range(6)]
+    assert [p.input_tokens for p in take(unsalted, 6)] == [
+        unsalted.prompt(i).input_tokens for i in range(6)]
+
+
+class SeenPrompts:
+    """A simulator responder that keeps every prompt it was sent."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.texts.append(prompt)
+        return "fine " * 40
+
+    def take(self) -> dict[int, str]:
+        """Prompts by request index (their text says it: "HASH request N: ..."), without the
+        run's salted hash."""
+        seen, self.texts = self.texts, []
+        return {int(text.split()[2].rstrip(":")): text.split(" ", 1)[1] for text in seen}
+
+
+SEEDED = ["--seed", "7", "--input-tokens", "60", "--input-tokens-stdev", "20",
+          "--output-tokens", "8", "--output-tokens-stdev", "3"]
+
+
+def test_same_seed_same_prompts_in_one_process_with_workers_and_through_the_api(
+        tmp_path, start_sim):
+    """Issue 17 item 3: one process, two workers and the API send every request the same
+    prompt and max_tokens; --save-requests and --hdr-log come out as one file each."""
+    import asyncio
+
+    import loadgen
+    from hdrh.log import HistogramLogReader
+
+    from loadgen.metrics import new_histogram
+
+    seen = SeenPrompts()
+    url = start_sim(responder=seen)
+    runs = {}
+    for name, extra in (("one", []), ("two", ["--workers", "2"])):
+        out, rows = tmp_path / f"{name}.json", tmp_path / f"{name}.jsonl"
+        done = CliRunner().invoke(cli, [
+            "run", "--target", url, "--concurrency", "4", "--requests", "12", *SEEDED,
+            "--out", str(out), "--quiet", "--server-metrics-interval", "0",
+            "--save-requests", str(rows), "--hdr-log", str(tmp_path / f"{name}-hdr"),
+            "--hdr-interval", "0.05", *extra], catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        lines = [orjson.loads(line) for line in rows.read_text().splitlines()]
+        runs[name] = ({line["request_id"]: line for line in lines}, seen.take(),
+                      orjson.loads(out.read_bytes()))
+    workload = loadgen.WorkloadSettings(seed=7, input_tokens=60, input_tokens_stdev=20,
+                                        output_tokens=8, output_tokens_stdev=3)
+    result = asyncio.run(loadgen.sweep(url, loads=[loadgen.ConstantConcurrency(4)],
+                                       stop=loadgen.StopRule(requests=12), workload=workload,
+                                       keep_records=True, server_metrics_interval_s=None))
+    api_rows = {rec.request_id: {"input_tokens": rec.input_tokens,
+                                 "max_tokens": rec.max_tokens}
+                for rec in result.levels[0].records}
+    api_prompts = seen.take()
+
+    # Every request of every run has the prompt and max_tokens the seeded source gives its
+    # run-wide index (which requests a closed loop sends last can vary from run to run).
+    expected = workload.prompt_source()
+    for rows, prompts in (runs["one"][:2], runs["two"][:2], (api_rows, api_prompts)):
+        assert len(rows) == len(prompts) == 12
+        assert sorted(prompts) == sorted(request_id - 1 for request_id in rows)
+        for request_id, row in rows.items():
+            prompt = expected.prompt(request_id - 1)
+            assert (row["input_tokens"], row["max_tokens"]) == (
+                prompt.input_tokens, prompt.max_tokens)
+            # What the server received, past the run's own salted hash.
+            assert prompts[request_id - 1] == prompt.text.split(" ", 1)[1]
+    assert len({row["max_tokens"] for row in runs["one"][0].values()}) > 2  # draws vary
+    two_rows, _, two_data = runs["two"]
+    assert {line["level"] for line in two_rows.values()} == {1}
+    assert {line["load"] for line in two_rows.values()} == {"concurrency 4"}
+    assert two_data["workers"]["count"] == 2
+
+    # --hdr-log: one set of files, every completed request in exactly one merged interval.
+    for name in ("one", "two"):
+        directory = tmp_path / f"{name}-hdr"
+        assert len(list(directory.iterdir())) == 7
+        reader = HistogramLogReader(str(directory / "01-concurrency-4.e2e_ms.hlog"),
+                                    new_histogram("e2e_ms"))
+        intervals = []
+        while (hist := reader.get_next_interval_histogram()) is not None:
+            intervals.append(hist)
+        reader.close()
+        assert sum(h.get_total_count() for h in intervals) == 12
+        starts = [h.get_start_time_stamp() for h in intervals]
+        assert starts == sorted(starts) and len(set(starts)) == len(starts)

@@ -89,7 +89,9 @@ def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
 
 # Exit codes (README, "Exit codes").
 EXIT_ALL_FAILED = 3  # the run finished but not one request succeeded
-EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written)
+EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be written),
+# or an export (--save-requests, --hdr-log) failed mid-run
+EXIT_WORKER_DIED = 5  # a worker process/actor died: the results are partial
 
 
 async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
@@ -172,6 +174,10 @@ def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: boo
     failed = sum(lv["requests"]["failed"] for lv in data["levels"])
     completed = sum(lv["requests"]["completed"] for lv in data["levels"])
     if result.partial:
+        dead = (data.get("workers") or {}).get("dead")
+        if dead and signals.first is None:  # no signal stopped it: a worker died
+            click.echo(f"results: {where} (partial: {len(dead)} worker(s) died)", err=True)
+            return EXIT_WORKER_DIED
         click.echo(f"results: {where} (partial: stopped early)", err=True)
         return signals.exit_code
     click.echo(f"results: {where}", err=True)
@@ -180,7 +186,8 @@ def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: boo
                    f"({error_kinds(_all_errors(data))}); see requests.error_messages "
                    "in the results", err=True)
         return EXIT_ALL_FAILED
-    return EXIT_FALLBACK_FILE if result.write_error else 0
+    failed_exports = any(status != "ok" for status in data.get("exports", {}).values())
+    return EXIT_FALLBACK_FILE if result.write_error or failed_exports else 0
 
 
 def _all_errors(data: dict) -> dict[str, int]:

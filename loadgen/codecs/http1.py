@@ -62,6 +62,9 @@ class RequestHead:
                                                          extra, body)
 
 
+MAX_HEAD_BYTES = 64 * 1024  # a status line and headers larger than this are not a response
+
+
 class ResponseReader:
     """Parses the responses arriving on one connection, one after another (keep-alive).
 
@@ -103,6 +106,9 @@ class ResponseReader:
             raise ProtocolError(f"malformed HTTP response: {one_line(err)}") from None
         except httptools.HttpParserUpgrade:
             raise ProtocolError("the server switched protocols (HTTP upgrade)") from None
+        if not self.headers_done and self.bytes_in > MAX_HEAD_BYTES:  # llhttp has no limit
+            raise ProtocolError(f"response headers too large: over {MAX_HEAD_BYTES // 1024} KiB "
+                                "without an end")
 
     def end_of_stream(self, now_ns: int) -> bool:
         """The server closed the connection. True if that ended the response properly

@@ -36,4 +36,10 @@ def openai_body(prompt: Prompt, options: RequestOptions, model: str | None) -> d
         body["ignore_eos"] = True
     if prompt.min_tokens is not None:
         body["min_tokens"] = prompt.min_tokens
+    if prompt.top_logprobs is not None:
+        if options.api == "chat":
+            body["logprobs"] = True
+            body["top_logprobs"] = prompt.top_logprobs
+        else:
+            body["logprobs"] = prompt.top_logprobs
     return body

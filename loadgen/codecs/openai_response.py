@@ -38,7 +38,7 @@ class OpenAIResponse:
     """Fills ``record`` from one response's status, headers and body pieces."""
 
     __slots__ = ("record", "stream", "keep_text", "parser", "status", "content_type", "_body",
-                 "_size")
+                 "_size", "location")
 
     def __init__(self, record: RequestRecord, stream: bool, keep_text: bool) -> None:
         self.record = record
@@ -49,10 +49,13 @@ class OpenAIResponse:
         self.content_type = ""
         self._body: list[bytes] = []
         self._size = 0
+        self.location: str | None = None  # a redirect's Location (not followed)
 
     def on_headers(self, status: int, headers, now_ns: int) -> None:
         self.status = status
         self.content_type = headers.get("content-type", "")
+        if 300 <= status < 400:
+            self.location = headers.get("location")
         if status == 200 and self.stream and "text/event-stream" in self.content_type.lower():
             self.parser = OpenAIStreamParser(self.record, self.keep_text)
 
@@ -71,7 +74,11 @@ class OpenAIResponse:
         body = b"".join(self._body)
         record = self.record
         if self.status != 200:
-            record.fail(f"http_{self.status}", error_message(body), now_ns)
+            message = error_message(body)
+            if self.location is not None:  # where the server wants us: --target should say so
+                message = one_line(f"redirected to Location: {self.location} (not followed; "
+                                   f"point --target there) {message}".rstrip())
+            record.fail(f"http_{self.status}", message, now_ns)
         elif self.stream:
             record.fail("unexpected_content_type",
                         f"HTTP 200 with Content-Type {self.content_type or 'none'!r} to a "

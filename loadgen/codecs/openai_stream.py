@@ -49,6 +49,37 @@ def _choice_text(choice: dict) -> str | None:
     return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
 
 
+TokenLogprob = tuple[str, float, tuple[tuple[str, float], ...]]
+
+
+def choice_logprobs(choice: dict) -> list[TokenLogprob]:
+    """A choice's token logprobs in either API's shape: chat ``{"content": [{"token",
+    "logprob", "top_logprobs": [...]}]}`` or completions' parallel lists ``{"tokens",
+    "token_logprobs", "top_logprobs": [{token: logprob}]}``. Malformed parts are skipped."""
+    logprobs = choice.get("logprobs")
+    if not isinstance(logprobs, dict):
+        return []
+    out: list[TokenLogprob] = []
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        for entry in content:
+            if isinstance(entry, dict) and isinstance(entry.get("logprob"), (int, float)):
+                top = tuple((t["token"], float(t["logprob"]))
+                            for t in entry.get("top_logprobs") or ()
+                            if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float)))
+                out.append((str(entry.get("token", "")), float(entry["logprob"]), top))
+        return out
+    tokens = logprobs.get("tokens") or []
+    values = logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    for token, value, top in zip(tokens, values, tops):
+        if isinstance(value, (int, float)):
+            alternatives = sorted(((str(t), float(v)) for t, v in (top or {}).items()),
+                                  key=lambda pair: -pair[1])
+            out.append((str(token), float(value), tuple(alternatives)))
+    return out
+
+
 class OpenAIStreamParser:
     """vLLM / OpenAI ``chat.completion.chunk`` and ``text_completion`` SSE streams.
 
@@ -96,6 +127,8 @@ class OpenAIStreamParser:
                 self._chunks += 1
                 if self._parts is not None:
                     self._parts.append(text)
+            if self._parts is not None and choice.get("logprobs"):
+                self._keep_logprobs(choice)
             if choice.get("finish_reason"):
                 self.finished = True
         usage = obj.get("usage")
@@ -111,6 +144,11 @@ class OpenAIStreamParser:
         if error is not None:
             message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
             self.record.fail("stream_error", str(message)[:300], now_ns)
+
+    def _keep_logprobs(self, choice: dict) -> None:
+        if self.record.logprobs is None:
+            self.record.logprobs = []
+        self.record.logprobs.extend(choice_logprobs(choice))
 
     def close(self, now_ns: int, cut_short: bool = False) -> None:
         """End of body. ``cut_short``: the transport failed or was cancelled; keep what
@@ -156,3 +194,5 @@ def parse_openai_body(record: RequestRecord, body: bytes, now_ns: int, keep_text
     record_prompt_usage(record, usage)
     if keep_text:
         record.text = text or ""
+        if choices[0].get("logprobs"):
+            record.logprobs = choice_logprobs(choices[0])

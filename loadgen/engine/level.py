@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..clock import MONOTONIC, Clock
 from ..load import Load, StopRule
@@ -30,9 +30,9 @@ Upcoming = tuple[Session | None, Prompt, RequestRecord, PreparedRequest | None]
 
 class Prompts(Protocol):
     """Where prompts come from, by run-wide request index: a
-    :class:`~loadgen.workload.prompts.PromptSource` (the same prompt for an index in every worker
-    process), or one process's :class:`~loadgen.workload.prompts.PromptStream` (taken in order,
-    with the iterator's draws and multi-turn sessions)."""
+    :class:`~loadgen.workload.prompts.PromptSource` (the same prompt for an index in every
+    process), or one process's :class:`~loadgen.workload.prompts.PromptStream` (the same,
+    made ahead; a trace's prompts in order)."""
 
     def prompt(self, index: int) -> Prompt | Session: ...
 
@@ -48,6 +48,9 @@ class LevelRun:
     slos: tuple[SLO, ...] = ()  # judged on every measured request
     sinks: tuple[RecordSink, ...] = ()  # exports: see every measured request
     clock: Clock = MONOTONIC
+    # Called as each measured request (not one of the ramp-up) starts: a worker counts
+    # them where its parent can read the count even after the worker was killed.
+    on_start: Callable[[], None] | None = None
 
 
 def _ns(seconds: float | None) -> int | None:
@@ -85,6 +88,7 @@ class Level:
         self.grace_s = stop.graceful_stop_s
         # Checked once: isinstance against a runtime Protocol costs ~100 µs.
         self.preparing = isinstance(target, PreparingTarget)
+        self.on_start = how.on_start if measured else None
 
     # -- the phase's time line --------------------------------------------------------------
     def begin(self, start_ns: int) -> None:
@@ -115,7 +119,10 @@ class Level:
         """A request starts (or is dropped): it counts towards the limit unless it is due in
         the ramp-up."""
         self.issued += 1
-        self.ramp_issued += intended_ns < self.tally.ramp_end_ns
+        if intended_ns < self.tally.ramp_end_ns:
+            self.ramp_issued += 1
+        elif self.on_start is not None:
+            self.on_start()
 
     # -- prompts and records ----------------------------------------------------------------
     def next_item(self) -> Prompt | Session:
@@ -132,7 +139,8 @@ class Level:
         return RequestRecord(input_tokens=prompt.input_tokens,
                              input_tokens_exact=prompt.input_tokens_exact,
                              tag=prompt.tag, request_id=index + 1,
-                             session=prompt.session, turn=prompt.turn)
+                             session=prompt.session, turn=prompt.turn,
+                             max_tokens=prompt.max_tokens)
 
     def new_record(self, prompt: Prompt, intended_ns: int) -> RequestRecord:
         """Count a request that starts now, due at ``intended_ns``, and make its record."""

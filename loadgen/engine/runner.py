@@ -65,6 +65,9 @@ class LevelResult:
     workers: list[dict[str, Any]] | None = None  # per-worker facts when workers ran the level
     # The target's connection counters over the measured phase (opened, reconnects, ...).
     connections: dict[str, int] = field(default_factory=dict)
+    # Why requests counted incomplete were (besides a stop): {"worker_died": n} when a
+    # worker process died with requests it had started and not reported.
+    incomplete_reasons: dict[str, int] = field(default_factory=dict)
     # The client's per-second rows and where server series sit on their axis
     # (loadgen.timeline); None when workers generated the level.
     timeline: dict[str, Any] | None = None

@@ -1,8 +1,9 @@
 """Which requests of a run are this process's: its share of every level, and their ids.
 
 One process generates a whole level by default. With ``--workers``/``--ray`` each worker
-generates a share, and the union over workers is exactly the one-process run: the same
-schedule, the same prompts, distinct request ids, and no data crossing processes.
+generates a share, and the union over workers is the one-process run: the same schedule,
+request *i* (id *i* + 1) carrying ``PromptSource.prompt(i)`` in every process (one process
+takes the same prompts by index), distinct request ids, and no data crossing processes.
 """
 
 from __future__ import annotations

@@ -111,6 +111,8 @@ class LoadRequest:
                               "(loadgen mcp --max-duration)")
         request.loads()  # raises for bad values (rate <= 0, unknown arrival, ...)
         request.stop()
+        request.prompts()  # the CLI's bounds on lengths, before the run starts
+        request.options()
         request.plan(limits.max_concurrency)  # bad SLOs, precision, ... (one line each)
         return request, notes
 

@@ -29,6 +29,7 @@ from ..errors import ConfigError, LoadgenError, one_line
 from ..load import Load
 from ..metrics import UNIT_SCALE
 from ..record import now_iso
+from .confine import RESULTS_MAX_BYTES, regular_file
 from .options import ServerOptions
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -49,6 +50,10 @@ LIVE_EVERY_S = 1.0
 # within one second); ids without milliseconds come from older versions.
 _RUN_ID = re.compile(r"^\d{8}-\d{6}(\.\d{3})?-[0-9a-f]{4}$")
 _COUNTS = ("completed", "failed", "incomplete", "dropped", "output_tokens")
+
+
+def is_run_id(text: str) -> bool:
+    return _RUN_ID.match(text) is not None
 
 
 def new_run_id() -> str:
@@ -237,13 +242,37 @@ class RunManager:
         if not (directory / RUN_FILE).exists():
             raise ConfigError(f"no run {run_id} in {self.options.runs_dir}; list_runs shows "
                               "the runs")
+        if not self._inside(directory):
+            raise ConfigError(f"run {run_id}: its folder is a link out of the work directory "
+                              f"{self.options.workdir}; only the work directory is read")
         return directory
+
+    def run_file(self, run_id: str, name: str) -> Path:
+        """A file a run wrote (results.json, summary.json, a phase file): a regular file in
+        the run's folder (not a link out of it), under the results size cap."""
+        path = self.directory_of(run_id) / name
+        if path.exists() and not path.resolve().is_relative_to(self.options.runs_dir.resolve()):
+            raise ConfigError(f"run {run_id}: {name} is a link out of the work directory; "
+                              "only the work directory is read")
+        return regular_file(path, "results file", RESULTS_MAX_BYTES)
+
+    def _inside(self, directory: Path) -> bool:
+        """Whether a run folder and its run.json (symlinks followed) are in the work
+        directory: a run folder linked elsewhere is not read."""
+        runs = self.options.runs_dir.resolve()
+        return all(path.resolve().is_relative_to(runs)
+                   for path in (directory, directory / RUN_FILE))
 
     def record(self, run_id: str) -> dict:
         """The run's record: live when this server runs it, else from its ``run.json``."""
         if run_id in self.runs:
             return self.runs[run_id].record()
-        data = json.loads((self.directory_of(run_id) / RUN_FILE).read_text(encoding="utf-8"))
+        path = regular_file(self.directory_of(run_id) / RUN_FILE, "run file", RESULTS_MAX_BYTES)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"run {run_id}: its {RUN_FILE} is not readable JSON "
+                              f"({exc})") from None
         if data.get("state") == RUNNING:
             data["state"] = ABANDONED
         return data
@@ -253,5 +282,6 @@ class RunManager:
         if not self.options.runs_dir.is_dir():
             return []
         ids = sorted((p.parent.name for p in self.options.runs_dir.glob(f"*/{RUN_FILE}")
-                      if _RUN_ID.match(p.parent.name)), reverse=True)
+                      if _RUN_ID.match(p.parent.name) and self._inside(p.parent)),
+                     reverse=True)
         return [self.record(run_id) for run_id in ids]

@@ -28,9 +28,11 @@ from ..aws import (
 )
 from ..aws.logs import endpoint_facts_now
 from ..errors import AwsError, ConfigError
-from ..vllm.facts import ServerFacts, facts_from_log_file
+from ..vllm.facts import ServerFacts, parse_startup_log
 from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
+from .arguments import PATH_CHARS
+from .confine import LOG_MAX_BYTES, capped_lines, readable_file
 from .options import ServerOptions
 from .toolkit import AWS_S, CLOUD_CHANGE, READ_ONLY, bounded, refuse_without_deploy
 
@@ -193,7 +195,8 @@ def register(server: MCPServer, options: ServerOptions) -> None:
         refuse_without_deploy(options.allow_deploy, "deploy_endpoint")
         role = role or _server_role()
         spec = DeploySpec(name=name, image=image, role_arn=role, model_id=model_id,
-                          environment=parse_env(tuple(env or ())), instance_type=instance_type,
+                          environment=parse_env(tuple(env or ()), _env_to_copy(options, env)),
+                          instance_type=instance_type,
                           instance_count=instance_count, startup_timeout_s=startup_timeout_s,
                           inference_ami_version=inference_ami_version, tags=dict(tags or {}))
         spec.validate()
@@ -267,7 +270,8 @@ def register(server: MCPServer, options: ServerOptions) -> None:
     @server.tool(annotations=READ_ONLY)
     @bounded(AWS_S)
     async def deployment_facts(
-        log_file: Annotated[str | None, Field(description="A vLLM server's log file.")] = None,
+        log_file: Annotated[str | None, Field(max_length=PATH_CHARS, description="A vLLM "
+                            "server's log file.")] = None,
         endpoint: Annotated[str | None, Field(description="A SageMaker endpoint: read its "
                             "CloudWatch log.")] = None,
         url: Annotated[str | None, Field(description="A running vLLM server: read its /metrics "
@@ -282,7 +286,8 @@ def register(server: MCPServer, options: ServerOptions) -> None:
             raise ConfigError("give exactly one of log_file, endpoint, url")
         source, value = given[0]
         if source == "log_file":
-            found = await asyncio.to_thread(facts_from_log_file, value, "log_file")
+            path = readable_file(options, value, "log_file", LOG_MAX_BYTES)
+            found = await asyncio.to_thread(_facts_from_log, path)
         elif source == "endpoint":
             found = await asyncio.to_thread(endpoint_facts_now, value,
                                             **where_of(region, endpoint_url))
@@ -290,6 +295,25 @@ def register(server: MCPServer, options: ServerOptions) -> None:
             found = ServerFacts(**await fetch_server_facts(value))
         return Facts(source=f"{source} {value}", found=not found.is_empty(),
                      facts=found.to_dict(), table=format_facts_table(found))
+
+
+def _env_to_copy(options: ServerOptions, items: list[str] | None) -> dict[str, str]:
+    """The server variables a deploy's ``env`` may copy by name (``KEY`` alone): those
+    allowed with --allow-env, and HF_TOKEN (copied anyway, see :func:`aws.parse_env`).
+    Naming another is refused: the client can't pick the server's variables."""
+    names = (*options.allow_env, "HF_TOKEN")
+    for item in items or ():
+        if "=" not in item and item not in names:
+            raise ConfigError(f"env {item}: a deploy copies only the server variables allowed "
+                              f"with --allow-env (and HF_TOKEN); pass {item}=VALUE, or "
+                              f"restart the server with --allow-env {item}")
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def _facts_from_log(path: Path) -> ServerFacts:
+    """vLLM facts from a log file, read as a stream of at most the log size cap."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return parse_startup_log(capped_lines(handle, LOG_MAX_BYTES))
 
 
 def _server_role() -> str:

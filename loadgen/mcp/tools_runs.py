@@ -143,7 +143,8 @@ def _live_counts(progress: LoadProgress) -> dict:
 def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
     """An ended load run's counts, from its results file (absent if it never measured)."""
     path = manager.directory_of(run_id) / RESULTS_FILE
-    levels = read_json(path).get("levels", []) if path.exists() else []
+    levels = (read_json(manager.run_file(run_id, RESULTS_FILE)).get("levels", [])
+              if path.exists() else [])
     request = record.get("request") or {}
     counts = {"levels_done": len(levels),
               "levels_total": len(request.get("concurrency") or request.get("rate") or ())}
@@ -228,9 +229,10 @@ def register(server: MCPServer, manager: RunManager) -> None:
         max_rate: Annotated[float | None, Field(gt=0, description="Closed loop: cap on "
                             "requests/s.")] = None,
         seed: Annotated[int, Field(description="Seed for Poisson arrivals.")] = 0,
-        api_key_env: Annotated[str, Field(description="Name of the server-side environment "
-                               "variable holding the API key (never the key itself).")]
-        = LoadRequest.api_key_env,
+        api_key_env: Annotated[str | None, Field(description="Name of the server-side "
+                               "environment variable holding the API key (never the key "
+                               "itself); only variables the server was started with "
+                               "--allow-env NAME for. Default: no API key.")] = None,
         region: Annotated[str | None, Field(description="sagemaker:// targets: AWS region.")]
         = None,
         inference_component: Annotated[str | None, Field(description="sagemaker:// targets: "
@@ -260,7 +262,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
             arrival=arrival, max_in_flight=max_in_flight, max_rate=max_rate, seed=seed,
             requests=requests, duration_s=duration_s, warmup=warmup, input_tokens=input_tokens,
             output_tokens=output_tokens, api=api, model=model, stream=stream,
-            ignore_eos=ignore_eos, api_key_env=api_key_env, region=region,
+            ignore_eos=ignore_eos, api_key_env=api_key_env or "", region=region,
             inference_component=inference_component, payload_format=payload_format,
             slo=tuple(slo or ()), profile=profile, rate_search=rate_search,
             search_precision=search_precision, max_probes=max_probes,
@@ -328,14 +330,15 @@ def register(server: MCPServer, manager: RunManager) -> None:
         if record["kind"] == LOAD:
             if RESULTS_FILE not in files:
                 return out  # nothing measured yet
-            data = read_json(directory / RESULTS_FILE)
+            data = read_json(manager.run_file(run_id, RESULTS_FILE))
             levels = data.get("levels", [])
             return out.model_copy(update={
                 "partial": out.partial or bool(data.get("partial")),
                 "simulated": bool(data.get("simulated")), "target": data.get("target") or {},
                 "table": format_table(levels), "profile": data.get("profile"),
                 "levels": [_level_view(level, histograms) for level in levels]})
-        summary = read_json(directory / "summary.json") if "summary.json" in files else None
+        summary = (read_json(manager.run_file(run_id, "summary.json"))
+                   if "summary.json" in files else None)
         simulated = bool(((summary or {}).get("run") or {}).get("simulated"))
         return out.model_copy(update={"summary": summary, "simulated": simulated})
 

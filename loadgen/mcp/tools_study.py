@@ -4,9 +4,12 @@ Files are named by path (relative paths are relative to the directory the server
 started in) or, for what a run wrote, by its run id.
 """
 
+import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import yaml
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
@@ -18,11 +21,24 @@ from ..report.compare import format_comparison
 from ..report.files import read_results, report_directory
 from ..scenario import RunOptions, check_file
 from ..scenario import run_scenario as run_scenario_phases
+from ..scenario.loader import Checked
 from ..scenario.params import parse_param_options
 from ..scenario.phase import COMPLETE
 from ..scenario.runner import SKIPPED
-from ..scenario.schema import Scenario
-from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager
+from ..scenario.schema import Phase, Scenario
+from .arguments import PATH_CHARS
+from .confine import (
+    RESULTS_MAX_BYTES,
+    SCENARIO_MAX_BYTES,
+    allow_api_key_env,
+    allow_aws_endpoint,
+    allow_target,
+    allowed_path,
+    readable_file,
+    results_directory,
+)
+from .options import ServerOptions
+from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager, is_run_id
 from .toolkit import QUICK_S, READ_ONLY, bounded, refuse_without_deploy
 from .tools_runs import StartedRun, results_uri
 
@@ -59,33 +75,81 @@ def _params(values: list[str] | None) -> dict[str, str]:
     return parse_param_options(list(values or ()))
 
 
-def _checked_scenario(file: str, params: dict[str, str], simulate: bool) -> Scenario:
-    checked = check_file(file, params, lenient=simulate)
-    if checked.problems:
-        shown = [problem.format(file) for problem in checked.problems[:5]]
-        raise ConfigError(f"{file} has {len(checked.problems)} problem(s): " + "; ".join(shown)
+def _scenario_file(options: ServerOptions, file: str) -> Path:
+    return readable_file(options, file, "scenario file", SCENARIO_MAX_BYTES)
+
+
+def _is_scenario(path: Path) -> bool:
+    """Whether the file is a loadgen scenario (a YAML mapping with a top-level ``phases``
+    key): only such a file's problems are shown, since they quote its lines."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:  # a scenario with a syntax error still says phases: at the left
+        return re.search(r"^[\"']?phases[\"']?\s*:", text, re.MULTILINE) is not None
+    return isinstance(root, yaml.MappingNode) and any(
+        isinstance(key, yaml.ScalarNode) and key.value == "phases" for key, _ in root.value)
+
+
+def _problems(file: str, path: Path, checked: Checked) -> list[str]:
+    """The problems to show: every one of a scenario; for another file (a client may name
+    any file it can guess), one line that quotes nothing from it."""
+    if not checked.problems or _is_scenario(path):
+        return [problem.format(file) for problem in checked.problems]
+    return [f"{file}: not a loadgen scenario (no top-level phases: key); nothing from it is "
+            "shown"]
+
+
+def _checked_scenario(options: ServerOptions, file: str, params: dict[str, str],
+                      simulate: bool) -> Scenario:
+    path = _scenario_file(options, file)
+    checked = check_file(path, params, lenient=simulate)
+    problems = _problems(file, path, checked)
+    if problems:
+        raise ConfigError(f"{file} has {len(problems)} problem(s): " + "; ".join(problems[:5])
                           + " (validate_scenario lists them all)")
     assert checked.scenario is not None
     return checked.scenario
 
 
+def _check_real_run(options: ServerOptions, scenario: Scenario, phases: list[Phase]) -> None:
+    """What a real scenario run would send and read, within the server's allowances."""
+    for phase in phases:
+        if phase.target is not None and phase.target.url:
+            allow_target(options, phase.target.url, f"phase {phase.label}'s target")
+            allow_aws_endpoint(options, phase.target.endpoint_url)
+    key = scenario.request.api_key_env
+    if key and key in os.environ:
+        allow_api_key_env(options, key)
+
+
+def _check_prompts(options: ServerOptions, scenario: Scenario) -> None:
+    if scenario.request.prompts and scenario.path:
+        path = Path(scenario.path).parent / scenario.request.prompts
+        readable_file(options, str(path), "prompts file", RESULTS_MAX_BYTES)
+
+
 def _results_file(manager: RunManager, ref: str) -> Path:
-    """A results file named by a load run's id or by its path."""
-    path = Path(ref).expanduser()
-    if path.exists() or "/" in ref or ref.endswith(".json"):
-        return path
+    """A results file named by a load run's id or by its path (inside the allowed
+    directories, a regular file under the size cap)."""
+    if not is_run_id(ref):
+        return readable_file(manager.options, ref, "results file", RESULTS_MAX_BYTES)
     directory = manager.directory_of(ref)
     if manager.record(ref)["kind"] == LOAD:
-        return directory / RESULTS_FILE
+        return manager.run_file(ref, RESULTS_FILE)
     phases = sorted(p.name for p in directory.glob("phase-*.json"))
     raise ConfigError(f"run {ref} is a scenario run: name one of its phase files, e.g. "
                       f"{directory / (phases[0] if phases else 'phase-LABEL.json')}")
 
 
 def _directory(manager: RunManager, ref: str) -> Path:
-    """A results directory named by a run id or by its path."""
-    path = Path(ref).expanduser()
-    return path if path.exists() or "/" in ref else manager.directory_of(ref)
+    """A results directory named by a run id or by its path, inside the allowed
+    directories, whose results files are all inside them too (the report is written there)."""
+    if is_run_id(ref):
+        directory = manager.directory_of(ref)
+    else:
+        directory = allowed_path(manager.options, ref, "dir")
+    return results_directory(manager.options, directory, "dir")
 
 
 def register(server: MCPServer, manager: RunManager) -> None:
@@ -95,19 +159,22 @@ def register(server: MCPServer, manager: RunManager) -> None:
     @server.tool(annotations=READ_ONLY)
     @bounded(QUICK_S)
     async def validate_scenario(
-        file: Annotated[str, Field(description="Scenario YAML file.")],
+        file: Annotated[str, Field(max_length=PATH_CHARS,
+                                   description="Scenario YAML file.")],
         simulate: Annotated[bool, Field(description="Check it for a simulated run: "
                             "parameters only a real run needs may be unset.")] = False,
         params: Params = None,
     ) -> ScenarioCheck:
         """Check a scenario file and list every problem with its line."""
-        checked = check_file(file, _params(params), lenient=simulate)
+        path = _scenario_file(options, file)
+        checked = check_file(path, _params(params), lenient=simulate)
+        quotable = checked.scenario is not None or _is_scenario(path)
         warnings = [f"{w.format(file)} (a simulated run goes on without it)"
-                    for w in checked.warnings]
+                    for w in checked.warnings if quotable]
         warnings += [f"param {name} is not used by {file}"
                      for name in checked.params.unused_given()]
         if checked.problems:
-            return ScenarioCheck(ok=False, problems=[p.format(file) for p in checked.problems],
+            return ScenarioCheck(ok=False, problems=_problems(file, path, checked),
                                  warnings=warnings)
         parsed = checked.scenario
         return ScenarioCheck(ok=True, problems=[], warnings=warnings,
@@ -117,7 +184,8 @@ def register(server: MCPServer, manager: RunManager) -> None:
     @server.tool()
     @bounded(QUICK_S)
     async def run_scenario(
-        file: Annotated[str, Field(description="Scenario YAML file (a whole A-B-A study).")],
+        file: Annotated[str, Field(max_length=PATH_CHARS, description="Scenario YAML file "
+                                   "(a whole A-B-A study).")],
         simulate: Annotated[bool, Field(description="Run every phase against the built-in "
                             "simulator: no GPU, no AWS.")] = False,
         phases: Annotated[list[str] | None, Field(description="Run only these phase labels "
@@ -131,8 +199,11 @@ def register(server: MCPServer, manager: RunManager) -> None:
         a server started with --allow-deploy; each endpoint is deleted after its phase."""
         if time_scale is not None and not simulate:
             raise ConfigError("time_scale needs simulate=true")
-        parsed = _checked_scenario(file, _params(params), simulate)
+        parsed = _checked_scenario(options, file, _params(params), simulate)
         selected = parsed.select(phases)
+        _check_prompts(options, parsed)
+        if not simulate:
+            _check_real_run(options, parsed, selected)
         if not simulate and any(p.deploy is not None for p in selected):
             refuse_without_deploy(options.allow_deploy, "this scenario (it deploys endpoints)")
         widest = max(parsed.measurements.sweep.concurrency, default=1)
@@ -159,7 +230,8 @@ def register(server: MCPServer, manager: RunManager) -> None:
     @server.tool()
     @bounded(REPORT_S)
     async def get_report(
-        dir: Annotated[str, Field(description="A run id, or a directory of loadgen results "
+        dir: Annotated[str, Field(max_length=PATH_CHARS, description="A run id, or a "
+                                  "directory of loadgen results "
                                   "files.")],
         format: Annotated[Literal["md", "json"], Field(description="md: the Markdown report; "
                           "json: the summary behind it.")] = "md",
@@ -175,9 +247,11 @@ def register(server: MCPServer, manager: RunManager) -> None:
     @server.tool(annotations=READ_ONLY)
     @bounded(QUICK_S)
     async def compare_runs(
-        a: Annotated[str, Field(description="Run A, the baseline: a start_run run id or a "
+        a: Annotated[str, Field(max_length=PATH_CHARS, description="Run A, the "
+                                "baseline: a start_run run id or a "
                                 "results file.")],
-        b: Annotated[str, Field(description="Run B, the candidate: a run id or a results "
+        b: Annotated[str, Field(max_length=PATH_CHARS, description="Run B, the "
+                                "candidate: a run id or a results "
                                 "file.")],
         labels: Annotated[list[str] | None, Field(min_length=2, max_length=2,
                           description="Names for A and B (default: phase labels, else model "

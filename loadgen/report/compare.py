@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..fidelity import FidelityResult
+from ..fidelity_tokens import compare_logprobs
 
 DEFAULT_DRIFT_TOLERANCE = 0.05
 MIN_BOOTSTRAP_N = 5  # fewer observations on a side: no confidence interval
@@ -133,9 +134,27 @@ def compare_fidelity(a: FidelityResult, b: FidelityResult,
             "id": question.id, "category": question.category, "label": question.label,
             "expected": question.expected,
             "a": _side(answer_a), "b": _side(answer_b)})
+    tokens = compare_logprobs([(x.question.id, x.logprobs, y.logprobs)
+                               for x, y in zip(a.answers, b.answers)])
     return {"labels": list(labels), "suite": a.suite, "seed": a.seed, "total": a.total,
             "score_a": a.score, "score_b": b.score, "identical": identical,
-            "mismatches": mismatches}
+            "mismatches": mismatches, "logprobs": [a.logprobs, b.logprobs], "tokens": tokens}
+
+
+def token_fidelity_line(fid: dict) -> str:
+    """Token-level fidelity in one sentence (formulas: :mod:`loadgen.fidelity_tokens`)."""
+    tokens = fid.get("tokens") or {}
+    if not tokens.get("available"):
+        statuses = [s for s in fid.get("logprobs") or () if s != "available"]
+        why = "; ".join(dict.fromkeys(statuses)) or "no logprobs recorded"
+        return f"Token-level fidelity: not available ({why})."
+    kl = tokens["kl_mean"]
+    kl_text = f"; mean KL(A‖B) ≈ {kl:.4f} nats per token (top-k estimate, leans low)" \
+        if kl is not None else ""
+    return (f"Token-level fidelity: top-1 agreement {tokens['top1_agreement']:.1%} over "
+            f"{tokens['positions']} positions of the shared greedy prefixes; "
+            f"{tokens['identical_token_sequences']}/{tokens['compared_questions']} answers "
+            f"token-identical{kl_text}.")
 
 
 def _side(answer: Any) -> dict:
@@ -358,7 +377,8 @@ def format_comparison(result: dict) -> str:
                   f"  {labels[0]}: {fid['score_a']}/{fid['total']} correct, "
                   f"{labels[1]}: {fid['score_b']}/{fid['total']} correct",
                   f"  identical responses (character for character): "
-                  f"{fid['identical']}/{fid['total']}"]
+                  f"{fid['identical']}/{fid['total']}",
+                  f"  {token_fidelity_line(fid)}"]
         if fid["mismatches"]:
             lines.append(f"  {len(fid['mismatches'])} responses differ:")
             lines += [f"    {mismatch_line(m, labels)}" for m in fid["mismatches"]]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE, few_samples
-from .compare import LEVEL_METRICS, mismatch_line
+from .compare import LEVEL_METRICS, mismatch_line, token_fidelity_line
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
 REPORT_RATIO_METRICS = ("output_tokens_per_s", "decode_tokens_per_s", "ttft_ms_p50",
@@ -367,6 +367,7 @@ def _fidelity(summary: dict) -> Section:
         if comparison["mismatches"]:
             blocks.append(Bullets(tuple(mismatch_line(m, labels)
                                         for m in comparison["mismatches"])))
+        blocks.append(Paragraph(token_fidelity_line(comparison)))
     return Section("Fidelity (40-question suite)", blocks)
 
 

@@ -100,20 +100,24 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
     directory.mkdir(parents=True, exist_ok=True)
     summary = build_summary(phase_results, price_per_hour=price_per_hour, run_info=run_info,
                             drift_tolerance=drift_tolerance, files=files)
-    named = [(name, result) for name, result, _ in ordered_phases(phase_results, files)]
-    written: dict[str, list[Path]] = {}
-    if "json" in formats:
-        text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-        written["json"] = [write_atomic(directory / SUMMARY_FILE, text)]
-    if "md" in formats:
-        written["md"] = [write_atomic(directory / "report.md", render_markdown(summary))]
-    if "html" in formats:
-        written["html"] = _write_html(directory, summary, named)
-    if "csv" in formats:
-        written["csv"] = [write_atomic(directory / "report.csv", levels_csv(summary))]
-        answers = fidelity_csv(summary, named)
-        if answers is not None:
-            written["csv"].append(write_atomic(directory / "fidelity.csv", answers))
+    try:
+        named = [(name, result) for name, result, _ in ordered_phases(phase_results, files)]
+        written: dict[str, list[Path]] = {}
+        if "json" in formats:
+            text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+            written["json"] = [write_atomic(directory / SUMMARY_FILE, text)]
+        if "md" in formats:
+            written["md"] = [write_atomic(directory / "report.md", render_markdown(summary))]
+        if "html" in formats:
+            written["html"] = _write_html(directory, summary, named)
+        if "csv" in formats:
+            written["csv"] = [write_atomic(directory / "report.csv", levels_csv(summary))]
+            answers = fidelity_csv(summary, named)
+            if answers is not None:
+                written["csv"].append(write_atomic(directory / "fidelity.csv", answers))
+    except OSError as exc:  # a full disk, or a report path that is a device: one line
+        raise ConfigError(f"{directory}: cannot write the reports "
+                          f"({exc.strerror or exc})") from None
     return ReportOutput(summary, written)
 
 

@@ -198,7 +198,7 @@ def _fixed_length(data: dict | None) -> dict | None:
 def _fidelity_scores(fidelity: Any) -> dict:
     return {"suite": fidelity.suite, "seed": fidelity.seed, "score": fidelity.score,
             "total": fidelity.total, "errors": fidelity.errors,
-            "by_category": fidelity.by_category()}
+            "by_category": fidelity.by_category(), "logprobs": fidelity.logprobs}
 
 
 def _flat_facts(server: dict, prefix: str = "") -> dict:

@@ -14,6 +14,7 @@ from typing import Mapping
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ..bounds import MAX_SCENARIO_BYTES, text_problem
 from ..errors import ConfigError
 from .build import build_scenario
 from .nodes import Block, Context, Problem, line_of
@@ -47,9 +48,13 @@ class Checked:
 
 def check_text(text: str, file: str, params: Params) -> Checked:
     """Every problem of a scenario's text, and the Scenario when there are none."""
-    loader = yaml.SafeLoader(text)
     try:
+        loader = yaml.SafeLoader(text)  # its reader rejects NUL and other control characters
         root = loader.get_single_node()
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        return Checked(None, [Problem(line, f"character #x{exc.character:04x} is not allowed "
+                                            "in a YAML file (a binary file?)")], [], params)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
@@ -116,13 +121,20 @@ def check_file(path: str | os.PathLike, params: Mapping[str, str] | None = None,
                environ: Mapping[str, str] | None = None, lenient: bool = False) -> Checked:
     """Read and check a scenario file (``loadgen scenario validate``). ``params`` are
     ``--param`` values; ``environ`` defaults to ``os.environ``."""
+    if message := text_problem(str(path)):
+        raise ConfigError(f"the scenario path {message}")
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:  # at most one byte past the cap: /dev/zero ends too
+            raw = fh.read(MAX_SCENARIO_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such scenario file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
+    if len(raw) > MAX_SCENARIO_BYTES:
+        size = path.stat().st_size
+        raise ConfigError(f"{path} is {f'{size:,} bytes' if size else 'endless'}; scenario files "
+                          f"are at most {MAX_SCENARIO_BYTES:,} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

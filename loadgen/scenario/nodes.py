@@ -15,6 +15,8 @@ from typing import Any, Callable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ..bounds import text_problem
+
 INVALID = object()  # "this value had a problem; it was reported"
 Check = Callable[[Any], "str | None"]  # a further check on a well-typed value
 
@@ -92,6 +94,9 @@ class Scalar:
             return INVALID
         if self.kind == "number":
             value = float(value)
+        if self.kind == "text" and (message := text_problem(value)):  # a 10 MB path
+            ctx.problem(node, f"{where} {message}")
+            return INVALID
         if self.check is not None and (message := self.check(value)):
             ctx.problem(node, f"{where} {message}")
             return INVALID

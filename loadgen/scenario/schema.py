@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
@@ -46,6 +47,16 @@ def positive(value: float) -> str | None:
     return None if value > 0 and math.isfinite(value) else f"must be > 0, got {value:g}"
 
 
+def input_count(value: int) -> str | None:
+    """A positive token count within the input bound (:mod:`loadgen.bounds`)."""
+    return positive(value) or input_tokens_problem(value, "is")
+
+
+def output_count(value: int) -> str | None:
+    """A positive token count within the output bound (:mod:`loadgen.bounds`)."""
+    return positive(value) or output_tokens_problem(value, "is")
+
+
 def non_negative(value: float) -> str | None:
     return None if value >= 0 and math.isfinite(value) else f"must be >= 0, got {value:g}"
 
@@ -61,10 +72,13 @@ def one_of(*choices: str):
 
 
 def url_check(value: str) -> str | None:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed [IPv6 bracket
+        parts = urlsplit("")
     if parts.scheme in ("http", "https", "sagemaker") and parts.netloc:
-        return None
-    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {value!r}"
+        return host_problem(value) if parts.scheme != "sagemaker" else None
+    return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {shown(value)}"
 
 
 def label_check(value: str) -> str | None:
@@ -101,24 +115,24 @@ HARDWARE = Section({
 
 REQUEST = Section({
     "api": Text(one_of(*APIS)), "temperature": Number(non_negative),
-    "input_tokens": Integer(positive), "ignore_eos": Boolean(), "stream": Boolean(),
+    "input_tokens": Integer(input_count), "ignore_eos": Boolean(), "stream": Boolean(),
     "continuous_usage": Boolean(), "timeout": Number(positive), "idle_timeout": Number(positive),
     "connect_timeout": Number(positive), "api_key_env": Text(non_empty), "prompts": Text(non_empty),
 })
 
 SINGLE_STREAM = Section({"enabled": Boolean(), "requests": Integer(positive),
-                         "output_tokens": Integer(positive), "warmup": Integer(non_negative)})
-FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(positive),
+                         "output_tokens": Integer(output_count), "warmup": Integer(non_negative)})
+FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(output_count),
                         "repeats": Integer(positive)})
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
-                 "duration": Number(positive), "output_tokens": Integer(positive),
+                 "duration": Number(positive), "output_tokens": Integer(output_count),
                  "warmup": Integer(non_negative), "workers": Integer(positive)})
-FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(positive)})
+FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
 KNEE = Section({"enabled": Boolean(), "slo": TextList(slo_check), "rate_search": Boolean(),
                "start": Number(positive), "precision": Number(fraction),
                "max_probes": Integer(positive), "duration": Number(positive),
-               "output_tokens": Integer(positive), "warmup": Integer(non_negative)},
+               "output_tokens": Integer(output_count), "warmup": Integer(non_negative)},
               required=("slo",))
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY, "knee": KNEE})

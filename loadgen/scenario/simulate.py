@@ -2,7 +2,7 @@
 
 Each phase gets the simulator profile of its checkpoint (``simulate.profiles`` in the
 scenario: a calibrated preset below, plus overrides) and the simulated fidelity
-responder (:func:`loadgen.fidelity.make_simulated_responder`), seeded per checkpoint
+responder (:func:`loadgen.fidelity_sim.make_simulated_responder`), seeded per checkpoint
 so that two phases of the same checkpoint answer identically, as a deterministic
 model at temperature 0 would.
 
@@ -31,7 +31,7 @@ import zlib
 from typing import AsyncIterator
 
 from ..errors import ConfigError
-from ..fidelity import make_simulated_responder
+from ..fidelity_sim import make_simulated_responder
 from ..simulator import PROFILES, SimProfile, simulator_process, start_simulator
 from .schema import Phase, Scenario, SimCheckpoint
 

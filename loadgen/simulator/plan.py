@@ -74,6 +74,9 @@ class SimRequest:
     ignore_eos: bool
     prompt_full: str = ""  # every message's text joined (what the prefix cache sees)
     cached_tokens: int | None = None  # prefix-cache hits, when the profile caches
+    # Alternatives per token asked for (chat: logprobs + top_logprobs; completions:
+    # logprobs); None: no logprobs asked.
+    logprobs: int | None = None
 
 
 def estimate_tokens(text: str) -> int:
@@ -157,12 +160,30 @@ def parse_request(raw: bytes, api: str, profile: SimProfile) -> SimRequest:
         raise HttpError(HTTPStatus.NOT_FOUND, f"The model `{model}` does not exist.",
                         "NotFoundError", "model")
     include_usage = bool(stream_options.get("include_usage"))
+    logprobs = _logprobs_asked(body, api, profile)
     return SimRequest(
         api=api, stream=stream, include_usage=include_usage,
         # vLLM only honours continuous_usage_stats together with include_usage.
         continuous_usage=include_usage and bool(stream_options.get("continuous_usage_stats")),
         prompt_text=prompt_text, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-        min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos")), prompt_full=prompt_full)
+        min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos")), prompt_full=prompt_full,
+        logprobs=logprobs)
+
+
+def _logprobs_asked(body: dict, api: str, profile: SimProfile) -> int | None:
+    """Alternatives per token the request asks for; vLLM's 400 above ``--max-logprobs``."""
+    if api == "chat":
+        if not body.get("logprobs"):
+            return None
+        asked = _int_field(body, "top_logprobs") or 0
+    else:
+        asked = _int_field(body, "logprobs")
+        if asked is None:
+            return None
+    if asked > profile.max_logprobs:
+        raise _bad_request(f"Requested sample logprobs of {asked}, which is greater than max "
+                           f"allowed: {profile.max_logprobs}", "logprobs")
+    return max(asked, 0)
 
 
 def split_tokens(text: str) -> list[str]:

@@ -80,6 +80,9 @@ class SimProfile:
     # leading blocks (block_size tokens of ~4 characters) report them in
     # usage.prompt_tokens_details.cached_tokens, and only uncached tokens pay prefill.
     prefix_caching: bool = False
+    # vLLM --max-logprobs (default 20): a request asking for more alternatives per token
+    # gets a 400; 0 plays a server that refuses logprobs.
+    max_logprobs: int = 20
 
     def __post_init__(self) -> None:
         problem = _first_problem(self)
@@ -132,6 +135,8 @@ def _first_problem(p: SimProfile) -> str | None:
         value = getattr(p, name)
         if not isinstance(value, int) or value < 1:
             return f"{name} must be an integer >= 1, got {value!r}"
+    if not isinstance(p.max_logprobs, int) or p.max_logprobs < 0:
+        return f"max_logprobs must be an integer >= 0, got {p.max_logprobs!r}"
     if p.fault_fraction > 1:
         return f"fault fractions add up to {p.fault_fraction:g}; their sum must be <= 1"
     if not p.model:

@@ -28,7 +28,7 @@ from .plan import (
     plan_response,
 )
 from .state import RequestLogEntry, SimState
-from .wire import DONE, ChunkEncoder, encode_pieces, full_response, models_body
+from .wire import DONE, ChunkEncoder, encode_pieces, full_response, models_body, plan_logprobs
 
 _JSON = "application/json"
 _SSE = "text/event-stream; charset=utf-8"
@@ -207,8 +207,9 @@ class _Stream:
                  entry: RequestLogEntry) -> None:
         self.state, self.request, self.req, self.plan, self.entry = state, request, req, plan, entry
         prefix = "chatcmpl-" if req.api == "chat" else "cmpl-"
-        self.encoder = ChunkEncoder(req, prefix + entry.request_id, int(time.time()),
-                                    state.profile.model)
+        model = state.profile.model
+        self.encoder = ChunkEncoder(req, prefix + entry.request_id, int(time.time()), model,
+                                    plan_logprobs(req, plan, model))
         self.pieces = encode_pieces(plan)
 
     async def run(self) -> web.StreamResponse:

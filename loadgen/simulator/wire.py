@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import orjson
 
+from .logprobs import completions_logprobs, token_logprobs
 from .plan import FILLER_WORDS, Plan, SimRequest
 
 DONE = b"data: [DONE]\n\n"
@@ -38,17 +39,38 @@ def encode_pieces(plan: Plan) -> list[bytes]:
     return encoded
 
 
-def answer_text(plan: Plan) -> str:
+def token_strings(plan: Plan) -> list[str]:
+    """Every token's text: the answer's pieces, then cycled filler words."""
     missing = plan.tokens - len(plan.text_pieces)
     filler = (FILLER_WORDS * (missing // len(FILLER_WORDS) + 1))[:max(missing, 0)]
-    return "".join(plan.text_pieces) + "".join(filler)
+    return [*plan.text_pieces, *filler]
+
+
+def answer_text(plan: Plan) -> str:
+    return "".join(token_strings(plan))
+
+
+def plan_logprobs(req: SimRequest, plan: Plan, model: str) -> list[dict] | None:
+    """Chat-shaped logprob entries of every token, when the request asked for them."""
+    if req.logprobs is None:
+        return None
+    return token_logprobs(token_strings(plan), req.prompt_full, model, req.logprobs)
+
+
+def _choice_logprobs(api: str, entries: list[dict] | None) -> dict | None:
+    if entries is None:
+        return None
+    return {"content": entries} if api == "chat" else completions_logprobs(entries)
 
 
 class ChunkEncoder:
     """SSE events of one streamed request (chat or completions)."""
 
-    def __init__(self, req: SimRequest, chunk_id: str, created: int, model: str) -> None:
+    def __init__(self, req: SimRequest, chunk_id: str, created: int, model: str,
+                 logprobs: list[dict] | None = None) -> None:
         self._chat = req.api == "chat"
+        self._api = req.api
+        self._logprobs = logprobs  # per token; None: not asked (the fast template path)
         self._continuous = req.continuous_usage
         self._prompt_tokens = req.prompt_tokens
         self._cached_tokens = req.cached_tokens
@@ -61,14 +83,14 @@ class ChunkEncoder:
         self._token = _template(self._chunk(_HOLE, None, usage))
         self._separator = self._token[-1] + self._token[0]
 
-    def _chunk(self, text, finish_reason: str | None, usage) -> dict:
+    def _chunk(self, text, finish_reason: str | None, usage, logprobs: dict | None = None) -> dict:
         if self._chat:
-            choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": logprobs,
                       "finish_reason": finish_reason}
             if finish_reason is not None:
                 choice["stop_reason"] = None
         else:
-            choice = {"index": 0, "text": text, "logprobs": None,
+            choice = {"index": 0, "text": text, "logprobs": logprobs,
                       "finish_reason": finish_reason, "stop_reason": None}
         obj = {**self._envelope, "choices": [choice]}
         if usage is not None or not self._chat:
@@ -96,6 +118,8 @@ class ChunkEncoder:
 
     def tokens(self, pieces: list[bytes], start: int, end: int) -> bytes:
         """Events for tokens ``start..end-1`` (one event each, no finish reason)."""
+        if self._logprobs is not None:
+            return b"".join(self._token_with_logprobs(i, None) for i in range(start, end))
         if not self._continuous:
             head, tail = self._token
             return head + self._separator.join(pieces[start:end]) + tail
@@ -117,9 +141,19 @@ class ChunkEncoder:
 
     def last_token(self, piece: bytes, completion_tokens: int, finish_reason: str) -> bytes:
         """The final token's event, carrying the finish reason (as vLLM sends it)."""
+        if self._logprobs is not None:
+            return self._token_with_logprobs(completion_tokens - 1, finish_reason)
         usage = self._usage(completion_tokens) if self._continuous else None
         head, tail = _template(self._chunk(_HOLE, finish_reason, usage))
         return head + piece + tail
+
+    def _token_with_logprobs(self, i: int, finish_reason: str | None) -> bytes:
+        """One token's event with its logprobs (the slow path: logprob runs are small)."""
+        entry = self._logprobs[i]
+        usage = self._usage(i + 1) if self._continuous else None
+        obj = self._chunk(entry["token"], finish_reason, usage,
+                          _choice_logprobs(self._api, [entry]))
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     def usage_chunk(self, completion_tokens: int) -> bytes:
         """The ``include_usage`` chunk: empty choices and the request's totals."""
@@ -131,6 +165,7 @@ def full_response(req: SimRequest, plan: Plan, response_id: str, created: int,
                   model: str) -> bytes:
     """A non-streamed chat.completion / text_completion body."""
     text = answer_text(plan)
+    logprobs = _choice_logprobs(req.api, plan_logprobs(req, plan, model))
     usage = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + plan.tokens,
              "completion_tokens": plan.tokens,
              "prompt_tokens_details": (None if req.cached_tokens is None
@@ -139,11 +174,12 @@ def full_response(req: SimRequest, plan: Plan, response_id: str, created: int,
         choice = {"index": 0,
                   "message": {"role": "assistant", "reasoning_content": None, "content": text,
                               "tool_calls": []},
-                  "logprobs": None, "finish_reason": plan.finish_reason, "stop_reason": None}
+                  "logprobs": logprobs, "finish_reason": plan.finish_reason,
+                  "stop_reason": None}
         obj = {"id": response_id, "object": "chat.completion", "created": created,
                "model": model, "choices": [choice], "usage": usage, "prompt_logprobs": None}
     else:
-        choice = {"index": 0, "text": text, "logprobs": None,
+        choice = {"index": 0, "text": text, "logprobs": logprobs,
                   "finish_reason": plan.finish_reason, "stop_reason": None,
                   "prompt_logprobs": None}
         obj = {"id": response_id, "object": "text_completion", "created": created,

@@ -27,13 +27,35 @@ from ..codecs.http1 import RequestHead
 from ..codecs.openai_request import openai_body
 from ..codecs.openai_response import OpenAIResponse, error_message
 from ..config import APIS, TRANSPORTS, RequestOptions
-from ..errors import AuthError, ConfigError, TargetError
+from ..errors import AuthError, ConfigError, TargetError, one_line
 from ..record import Prompt, RequestRecord
+from ..redact import redact_values
 from .base import PreparedRequest
 from .http_pool import HTTPPool
-from .session import AiohttpTransport, Connections
+from .session import AiohttpTransport, Connections, headers_too_large
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PREFLIGHT_MAX_S = 30.0  # the preflight's longest wait, however long --timeout is
+_PREFLIGHT_BODY_LIMIT = 16 * 1024 * 1024  # a model list, not a download
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, url: str) -> bytes:
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > _PREFLIGHT_BODY_LIMIT:
+            raise TargetError(f"GET {url} answered more than {_PREFLIGHT_BODY_LIMIT >> 20} MB; "
+                              "is --target an OpenAI-compatible server?")
+    return b"".join(chunks)
+
+
+def _response_problem(exc: aiohttp.ClientResponseError) -> str:
+    """What was wrong with a response aiohttp could not read (headers too large...)."""
+    text = one_line(exc.message or exc, 160)
+    if headers_too_large(exc):
+        return f"the response headers are too large ({text}); is --target the right server?"
+    return f"not a valid HTTP response ({text})"
 
 __all__ = ["OpenAIHTTPTarget", "base_url", "error_message"]
 
@@ -69,11 +91,15 @@ class OpenAIHTTPTarget:
         self._connections = Connections()
         self._head: RequestHead | None = None
         self._api_key = os.environ.get(options.api_key_env) or None
+        self.warnings: list[str] = []  # the preflight's, for the run to print and record
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "openai-http", "url": self.base, "api": self.options.api,
+        info = {"kind": "openai-http", "url": self.base, "api": self.options.api,
                 "model": self.model, "stream": self.options.stream,
                 "transport": self.options.transport}
+        if self.warnings:
+            info["warnings"] = list(self.warnings)
+        return info
 
     def statistics(self) -> dict[str, int]:
         """Connection counters (opened, reconnects, closed by the server) since open()."""
@@ -109,31 +135,59 @@ class OpenAIHTTPTarget:
         await self._connections.close()
 
     async def _preflight(self) -> None:
-        """GET /v1/models: proves the server is up, speaks OpenAI, accepts our key; picks the model."""
+        """GET /v1/models: proves the server is up, speaks OpenAI, accepts our key; picks the model.
+
+        It waits at most ``--connect-timeout`` to connect and ``--timeout`` (at most
+        :data:`PREFLIGHT_MAX_S`) in all, and says which step ran out. With ``--model`` given,
+        a 404 (a gateway that serves no /v1/models) is a warning in :attr:`warnings`."""
         assert self._connections.aiohttp is not None
         url = self.base + "/v1/models"
+        timeouts = self.options.timeouts
+        total = min(timeouts.total_s, PREFLIGHT_MAX_S)
+        limit = aiohttp.ClientTimeout(total=total, sock_connect=timeouts.connect_s)
         try:
-            async with self._connections.aiohttp.session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
-                body = await resp.read()
+            async with self._connections.aiohttp.session.get(url, timeout=limit,
+                                                             allow_redirects=False) as resp:
+                body = await _read_limited(resp, url)
                 status = resp.status
+                location = resp.headers.get("Location")
+        except aiohttp.ConnectionTimeoutError:
+            raise TargetError(f"connecting to {self.base} timed out after {timeouts.connect_s:g} s "
+                              "(--connect-timeout); is the server running and is --target "
+                              "right?") from None
         except aiohttp.ClientConnectorError as exc:
             raise TargetError(f"cannot connect to {self.base} ({exc.os_error or exc}); "
                               "is the server running and is --target right?") from None
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except asyncio.TimeoutError:
+            raise TargetError(f"GET {url} connected but got no answer within {total:g} s "
+                              "(--timeout); is --target an OpenAI-compatible server?") from None
+        except aiohttp.ClientResponseError as exc:
+            raise TargetError(f"GET {url}: {_response_problem(exc)}") from None
+        except aiohttp.ClientError as exc:
             raise TargetError(f"{url} did not answer properly ({type(exc).__name__}); "
                               "is --target an OpenAI-compatible server?") from None
+        if 300 <= status < 400:  # not followed: the key must not travel to another host
+            raise TargetError(f"GET {url} redirects (HTTP {status}) to {location or 'nowhere'}; "
+                              "point --target at the server itself")
+        if status == 404 and self.model is not None:
+            self.warnings.append(f"GET {url} returned HTTP 404 (a gateway without it?); "
+                                 f"sending to model {self.model!r} as --model says")
+            return
         if status == 401:
-            hint = ("the key in ${} was rejected".format(self.options.api_key_env) if self._api_key
-                    else "set ${} (or name another variable with --api-key-env)".format(
-                        self.options.api_key_env))
+            key_env = self.options.api_key_env
+            hint = (f"the key in ${key_env} was rejected" if self._api_key
+                    else f"set ${key_env} (or name another variable with --api-key-env)"
+                    if key_env else "no API key was sent (no api_key_env; an MCP server "
+                    "sends one only from a variable allowed with --allow-env)")
             raise AuthError(f"{self.base} requires an API key (HTTP 401): {hint}")
         try:
             models = [m["id"] for m in orjson.loads(body)["data"]] if status == 200 else None
         except (orjson.JSONDecodeError, KeyError, TypeError):
             models = None
         if models is None:
+            hint = " (or give --model if it serves none)" if status == 404 else ""
             raise TargetError(f"{self.base} is not an OpenAI-compatible server "
-                              f"(GET /v1/models returned HTTP {status}); check --target")
+                              f"(GET /v1/models returned HTTP {status}); check --target{hint}")
         if self.model is None:
             if not models:
                 raise TargetError(f"{self.base} serves no models (GET /v1/models is empty)")
@@ -157,4 +211,8 @@ class OpenAIHTTPTarget:
                             on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
         response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
-        await self._connections.send(self._endpoint, prepared, record, response, on_sent)
+        try:
+            await self._connections.send(self._endpoint, prepared, record, response, on_sent)
+        finally:  # a server may echo the key in its error body: hide it before it is kept
+            if record.error_message and self._api_key:
+                record.error_message = redact_values(record.error_message, (self._api_key,))

@@ -42,6 +42,13 @@ _SENT_TRACE = aiohttp.TraceConfig()
 _SENT_TRACE.on_request_chunk_sent.append(_on_body_sent)
 
 
+def headers_too_large(err: aiohttp.ClientResponseError) -> bool:
+    """Whether aiohttp refused a response for a header line over its limit (8190 bytes:
+    ``LineTooLong``, "Got more than 8190 bytes when reading ...")."""
+    text = str(err.message).lower()
+    return "got more than" in text or "too long" in text
+
+
 def transport_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]:
     """An aiohttp/timeout exception during a request -> (error type, one-line message).
 
@@ -55,6 +62,8 @@ def transport_failure(err: BaseException, timeouts: Timeouts) -> tuple[str, str]
         return "connect_error", one_line(err.os_error or err)
     if isinstance(err, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
         return "disconnected", one_line(f"{type(err).__name__}: {err}")
+    if isinstance(err, aiohttp.ClientResponseError) and headers_too_large(err):
+        return "bad_response", one_line(f"response headers too large: {err.message}", 200)
     return type(err).__name__, one_line(err)
 
 
@@ -97,7 +106,7 @@ class AiohttpTransport:
         session = self.session
         for attempt in (0, 1):
             try:
-                async with session.post(url, data=body, headers=headers,
+                async with session.post(url, data=body, headers=headers, allow_redirects=False,
                                         trace_request_ctx=record) as http_response:
                     response.on_headers(http_response.status, http_response.headers, clock())
                     async for chunk in http_response.content.iter_any():

@@ -4,7 +4,9 @@ actors (``--ray ADDRESS``), measured and merged as if one process had run it.
 - :mod:`.split`: how a level is shared (streams, arrivals k mod N, request counts).
 - :mod:`.worker`: the engine every worker runs (its own event loop and connections).
 - :mod:`.payload`: what a worker reports (encoded HDR histograms + counters), merging.
-- :mod:`.pool`: the parent: shared start instants, progress, deaths, merged levels.
+- :mod:`.pool`: the parent: shared start instants, progress, deaths, merged levels, and the
+  workers' export rows and intervals written to the run's files.
+- :mod:`.starts`: a worker's count of started requests, readable after a ``kill -9``.
 - :mod:`.processes` / :mod:`.ray_actors`: the two ways to host a worker.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import LoadgenError, TargetError
 from .payload import LevelReport
@@ -24,12 +24,15 @@ class WorkerHandle(Protocol):
     latest_full: LevelReport | None  # ... the last one carrying histograms
     died: str | None  # one line, once the worker is gone
     clock_offset_ns: int  # worker clock − parent clock
+    on_report: Callable[[LevelReport], None] | None  # sees every report of a level
 
     async def start(self) -> dict[str, Any]: ...
 
     async def warm_up(self, level: int, start_ns: int | None) -> None: ...
 
     async def measure(self, level: int, start_ns: int) -> LevelReport: ...
+
+    def started_in_level(self) -> int: ...  # measured requests started in the running level
 
     def stop(self) -> None: ...
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import LevelResult
@@ -53,6 +53,12 @@ class LevelReport:
     slo: SLOCounts | None = None  # with SLOs (reports with histograms)
     turns: dict[int, "LevelReport"] | None = None  # multi-turn sessions: each turn's part
     ramp_excluded: int = 0  # final reports: requests started during the ramp-up
+    started: int = 0  # measured requests started so far (those of the ramp-up not counted)
+    worker_died: int = 0  # set by the parent: started requests lost with a dead worker
+    # Exports made since the last report (--save-requests lines; --hdr-log intervals as
+    # (k, start_s, end_s, encoded histograms)): the parent writes them to its files.
+    rows: str = ""
+    intervals: list[tuple[int, float, float, dict[str, str]]] = field(default_factory=list)
 
     @classmethod
     def of(cls, worker: int, metrics: LevelMetrics, *, with_histograms: bool,
@@ -129,11 +135,14 @@ def worker_facts(report: LevelReport, info: dict[str, Any], status: str) -> dict
                              "completed": report.counts["completed"],
                              "failed": report.counts["failed"],
                              "output_tokens": report.counts["output_tokens"],
+                             "incomplete": report.counts["incomplete"],
                              "client": report.client.to_dict() if report.client else None}
     if report.histograms and SEND_LAG in report.histograms:
         lag = summarize(decode_histogram(report.histograms[SEND_LAG]), UNIT_SCALE[SEND_LAG],
                         report.totals.get(SEND_LAG))
         entry[SEND_LAG] = {k: round(v, 3) if isinstance(v, float) else v for k, v in lag.items()}
+    if report.worker_died:
+        entry["worker_died"] = report.worker_died  # of its incomplete: lost when it died
     return entry
 
 
@@ -157,7 +166,13 @@ def merge_level(load: Load, reports: list[LevelReport], start_ns: int,
                        connections=dict(connections), slo=merge_slo(slos, reports),
                        turns=merge_turns(reports),
                        ramp_up_s=stop.ramp_up_s,
-                       ramp_excluded=sum(r.ramp_excluded for r in reports))
+                       ramp_excluded=sum(r.ramp_excluded for r in reports),
+                       incomplete_reasons=_incomplete_reasons(reports))
+
+
+def _incomplete_reasons(reports: list[LevelReport]) -> dict[str, int]:
+    lost = sum(r.worker_died for r in reports)
+    return {"worker_died": lost} if lost else {}
 
 
 __all__ = ["LevelReport", "merge_level", "merge_metrics", "worker_facts"]

@@ -19,15 +19,19 @@ import contextlib
 import dataclasses
 import sys
 import time
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
-from ..engine import LevelResult, RunControl
+from ..engine import LevelResult, RunControl, Share
 from ..errors import TargetError
 from ..load import Load, StopRule
 from ..metrics import LevelMetrics
 from ..slo import SLO
 from .handle import WorkerDied, WorkerHandle
 from .payload import LevelReport, merge_level, worker_facts
+from .split import worker_level
+
+if TYPE_CHECKING:
+    from ..workload.settings import Exports
 
 START_LEAD_S = 0.2  # processes on this host: enough to deliver a message to each
 READY_TIMEOUT_S = 120.0  # spawning N interpreters on a busy 2-core box takes a while
@@ -90,8 +94,11 @@ class WorkerPool:
         return time.perf_counter_ns() + int(self.lead_s * 1e9)
 
     async def level(self, index: int, load: Load, stop: StopRule, control: RunControl,
-                    on_progress: Callable[[dict], None] | None = None) -> LevelResult:
-        """Level ``index`` of the run on every live worker; the merged result."""
+                    on_progress: Callable[[dict], None] | None = None,
+                    exports: Exports | None = None) -> LevelResult:
+        """Level ``index`` of the run on every live worker; the merged result. The
+        workers' export rows and intervals (every report carries those made since the
+        last) go to ``exports``, the run's files (their level begun by the caller)."""
         # Every worker opens its connections (and sends its warm-up share) first, so the
         # measured phase starts on ready connections everywhere at once.
         # (Warm-up requests start together; opening connections needs no common start.)
@@ -105,6 +112,10 @@ class WorkerPool:
         start = self._start_ns()
         ticker = asyncio.ensure_future(self._progress(start, on_progress)) \
             if on_progress else None
+        exporting = _ExportWriter(exports, [h.index for h in workers if worker_level(
+            load, stop, Share(h.index, len(self.handles))) is not None]) if exports else None
+        for handle in workers:
+            handle.on_report = exporting.take if exporting else None
         try:
             outcomes = await asyncio.gather(
                 *(h.measure(index, start + h.clock_offset_ns) for h in workers),
@@ -112,10 +123,14 @@ class WorkerPool:
         finally:
             if ticker is not None:
                 ticker.cancel()
+            for handle in workers:
+                handle.on_report = None
         self._note_deaths(workers, outcomes)
+        if exporting is not None:
+            exporting.forget([h.index for h in workers if h.died])
         reports, facts = [], []
         for handle, outcome in zip(workers, outcomes):
-            report = outcome if isinstance(outcome, LevelReport) else _kept(handle)
+            report = outcome if isinstance(outcome, LevelReport) else _lost_with(handle)
             report = _in_parent_clock(report, handle.clock_offset_ns)
             reports.append(report)
             facts.append(worker_facts(report, handle.info, "died" if handle.died else "ok"))
@@ -152,11 +167,44 @@ class WorkerPool:
             on_progress({**self.statistics(), "elapsed_s": elapsed_s})
 
 
-def _kept(handle: WorkerHandle) -> LevelReport:
-    """What a dead worker had reported with histograms (nothing: an empty report)."""
-    if handle.latest_full is not None:
-        return handle.latest_full
-    return LevelReport.of(handle.index, LevelMetrics(), with_histograms=True, idle=True)
+class _ExportWriter:
+    """Writes what the workers' reports carry to the run's export files."""
+
+    def __init__(self, exports: Exports, parts: list[int]) -> None:
+        self.exports = exports
+        if exports.hdr is not None:
+            exports.hdr.expect_parts(parts)  # the workers that measure this level
+
+    def take(self, report: LevelReport) -> None:
+        if report.rows and self.exports.requests is not None:
+            self.exports.requests.write_rows(report.rows)
+        if self.exports.hdr is not None:
+            for k, start_s, end_s, encoded in report.intervals:
+                self.exports.hdr.add_part(report.worker, k, start_s, end_s, encoded)
+
+    def forget(self, dead: list[int]) -> None:
+        """Intervals no longer wait for dead workers."""
+        for worker in dead:
+            if self.exports.hdr is not None:
+                self.exports.hdr.drop_part(worker)
+
+
+def _lost_with(handle: WorkerHandle) -> LevelReport:
+    """A dead worker's part of the level: what it had reported with histograms (nothing:
+    an empty report), and every measured request it started that this report does not
+    hold counted ``incomplete`` (reason ``worker_died``): in flight when it died, or
+    finished after its last report. So completed + failed + incomplete is still every
+    request the workers sent."""
+    kept = handle.latest_full
+    if kept is None:
+        kept = LevelReport.of(handle.index, LevelMetrics(), with_histograms=True, idle=True)
+    held = kept.counts["completed"] + kept.counts["failed"] + kept.counts["incomplete"]
+    lost = max(0, handle.started_in_level() - held)
+    if not lost:
+        return kept
+    return dataclasses.replace(kept, counts={**kept.counts,
+                                             "incomplete": kept.counts["incomplete"] + lost},
+                               worker_died=lost)
 
 
 def _in_parent_clock(report: LevelReport, offset_ns: int) -> LevelReport:

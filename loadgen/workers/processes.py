@@ -7,10 +7,11 @@ parent. Each child runs :class:`~loadgen.workers.worker.WorkerEngine` on its own
 loop (uvloop when ``loadgen[fast]`` is installed) and talks to the parent over one
 ``multiprocessing`` Connection on a socket pair, off the hot path:
 
-    parent -> child   (RunConfig, Share, keep_records) first, then
+    parent -> child   (RunConfig, Share, keep_records, start-count FD) first, then
                       ("warm_up", level, start_ns) | ("measure", level, start_ns)
                       | ("stop",) | ("quit",)
-    child -> parent   ("ready", info) | ("failed", message) | ("warm",)
+    child -> parent   ("ready", info) | ("failed", message: it could not open its target,
+                      warm up or measure) | ("warm",)
                       | ("progress", LevelReport) | ("level", LevelReport)
 
 Children ignore SIGINT too (the parent decides, and sends "stop"). A child whose parent
@@ -35,6 +36,7 @@ from ..errors import LoadgenError, one_line
 from ..runconfig import RunConfig
 from .handle import WorkerDied, WorkerFailed
 from .payload import LevelReport
+from .starts import StartCount
 from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
 
 
@@ -57,8 +59,9 @@ def child_main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
     try:
-        config, share, keep_records = conn.recv()
-        event_loop_run(_serve(WorkerEngine(config, share, keep_records), conn))
+        config, share, keep_records, starts_fd = conn.recv()
+        worker = WorkerEngine(config, share, keep_records, StartCount(starts_fd))
+        event_loop_run(_serve(worker, conn))
     except (BrokenPipeError, EOFError, ConnectionResetError):
         pass  # the parent is gone: nothing left to report to
 
@@ -92,11 +95,16 @@ async def _serve(worker: WorkerEngine, conn: Connection) -> None:
     try:
         conn.send(("ready", info))
         while (command := await commands.get())[0] != "quit":
-            if command[0] == "warm_up":
-                await worker.warm_up(command[1], command[2])
-                conn.send(("warm",))
-            elif command[0] == "measure":
-                conn.send(("level", await _measure(worker, conn, command[1], command[2])))
+            try:
+                if command[0] == "warm_up":
+                    await worker.warm_up(command[1], command[2])
+                    conn.send(("warm",))
+                elif command[0] == "measure":
+                    conn.send(("level", await _measure(worker, conn, command[1], command[2])))
+            except LoadgenError as exc:  # the target cannot take the level: one line
+                conn.send(("failed", str(exc)))
+            except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+                conn.send(("failed", one_line(f"{type(exc).__name__}: {exc}")))
     finally:
         loop.remove_reader(conn.fileno())
         await worker.close()
@@ -134,7 +142,9 @@ class ProcessWorker:
 
     def __init__(self, config: RunConfig, share: Share, keep_records: bool) -> None:
         self.index = share.index
-        self._job = (config, share, keep_records)
+        self.starts = StartCount.create()  # readable here even if the process is killed
+        self._starts_before = 0  # the count when the running level began
+        self._job = (config, share, keep_records, self.starts.fd)
         self.process: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._reply: asyncio.Future | None = None
@@ -143,6 +153,7 @@ class ProcessWorker:
         self.latest_full: LevelReport | None = None  # last one with histograms
         self.died: str | None = None  # why, once the process is gone
         self.clock_offset_ns = 0  # same host, same CLOCK_MONOTONIC
+        self.on_report: Callable[[LevelReport], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> dict:
@@ -155,7 +166,8 @@ class ProcessWorker:
             # the workers through the pipe (and still collects what they measured).
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "loadgen.workers", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+                pass_fds=(theirs.fileno(), self.starts.fd), stdin=subprocess.DEVNULL,
+                start_new_session=True)
         self._conn = Connection(ours.detach())
         self._send(self._job)
         watch(loop, self._conn, self._readable)
@@ -174,6 +186,7 @@ class ProcessWorker:
         if self._conn is not None:
             self._forget_reader()
             self._conn.close()
+        self.starts.close()
 
     def _reap(self, timeout_s: float) -> None:
         assert self.process is not None
@@ -193,7 +206,13 @@ class ProcessWorker:
 
     async def measure(self, level: int, start_ns: int) -> LevelReport:
         self.latest = self.latest_full = None
+        self._starts_before = self.starts.value  # nothing measured runs between levels
         return (await self._call(("measure", level, start_ns)))[1]
+
+    def started_in_level(self) -> int:
+        """Measured requests this worker started in the running level, exact even after
+        it was killed (:mod:`~loadgen.workers.starts`)."""
+        return self.starts.value - self._starts_before
 
     # -- the pipe -----------------------------------------------------------------------
     async def _call(self, message: tuple) -> tuple:
@@ -219,6 +238,8 @@ class ProcessWorker:
             self._gone()
 
     def _receive(self, message: tuple) -> None:
+        if message[0] in ("progress", "level") and self.on_report is not None:
+            self.on_report(message[1])
         if message[0] == "progress":
             self.latest = message[1]
             if message[1].histograms is not None:

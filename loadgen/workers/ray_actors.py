@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from ..engine import Share
 from ..errors import ConfigError, TargetError, one_line
@@ -101,6 +101,7 @@ class RayWorkerHandle:
         self.latest_full: LevelReport | None = None
         self.died: str | None = None
         self.clock_offset_ns = 0
+        self.on_report: Callable[[LevelReport], None] | None = None
 
     async def start(self) -> dict:
         import ray
@@ -131,24 +132,40 @@ class RayWorkerHandle:
 
     async def measure(self, level: int, start_ns: int) -> LevelReport:
         self.latest = self.latest_full = None
-        poller = asyncio.ensure_future(self._poll())
+        done = asyncio.Event()
+        poller = asyncio.ensure_future(self._poll(done))
         try:
-            return await self._call(self.actor.measure.remote(level, start_ns))
+            report = await self._call(self.actor.measure.remote(level, start_ns))
         finally:
-            poller.cancel()
+            # A report taken from the actor carries export rows it sends only once: let a
+            # call under way finish rather than cancel it.
+            done.set()
+            await asyncio.gather(poller, return_exceptions=True)
+        if self.on_report is not None:
+            self.on_report(report)
+        return report
 
-    async def _poll(self) -> None:
+    async def _poll(self, done: asyncio.Event) -> None:
         """Progress every half second; histograms every second (kept if the actor dies)."""
         next_full = time.monotonic() + HISTOGRAMS_EVERY_S
-        while True:
-            await asyncio.sleep(PROGRESS_EVERY_S)
+        while not done.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(done.wait(), PROGRESS_EVERY_S)
+                return
             full = time.monotonic() >= next_full
             report = await self.actor.report.remote(full)
             if report is not None:
+                if self.on_report is not None:
+                    self.on_report(report)
                 self.latest = report
                 if full:
                     self.latest_full = report
                     next_full += HISTOGRAMS_EVERY_S
+
+    def started_in_level(self) -> int:
+        """Measured requests started in the running level, as of the last progress report
+        (an actor on another host shares no memory with the driver)."""
+        return self.latest.started if self.latest is not None else 0
 
     def stop(self) -> None:
         if not self.died:

@@ -18,29 +18,57 @@ import time
 
 from .. import engine
 from ..engine import LevelRun, RequestIds, RunControl, Share
+from ..export import Interval, IntervalCutter, RequestRows
 from ..metrics import LevelMetrics
 from ..runconfig import RunConfig
 from ..slo import SLOCounts
 from ..targets.base import Target, open_target
 from .payload import LevelReport
 from .split import worker_level
+from .starts import StartCount
 
 PROGRESS_EVERY_S = 0.5  # counters, for live progress
 HISTOGRAMS_EVERY_S = 1.0  # encoded histograms too: what is kept if the worker dies
 
 
 class WorkerEngine:
-    def __init__(self, config: RunConfig, share: Share, keep_records: bool = False) -> None:
+    def __init__(self, config: RunConfig, share: Share, keep_records: bool = False,
+                 starts: StartCount | None = None) -> None:
         self.config = config
         self.share = share
+        self.starts = starts  # shared with the parent (worker processes)
+        self.started = 0  # measured requests started in the level being measured
+        workload = config.workload
+        # Exports: made here, sent with every report, written by the parent.
+        self.rows = RequestRows(workload.slos) if workload.save_requests else None
+        self.cutter = (IntervalCutter(workload.hdr_interval_s, self._keep_interval)
+                       if workload.hdr_log else None)
+        self._intervals: list[tuple[int, float, float, dict[str, str]]] = []
+        sinks = tuple(sink for sink in (self.rows, self.cutter) if sink is not None)
         self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
-                            slos=config.workload.slos)  # judged here, per request
+                            slos=workload.slos,  # judged here, per request
+                            sinks=sinks, on_start=self._count_start)
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
         self._slo: SLOCounts | None = None  # its SLO counts (with --slo)
         self._start_ns = 0
         self._in_flight = 0
+
+    def _keep_interval(self, interval: Interval) -> None:
+        k, start_s, end_s, metrics = interval
+        self._intervals.append((k, start_s, end_s, metrics.encoded()))
+
+    def _exports(self) -> dict:
+        """The export rows and intervals made since the last report (taken: sent once)."""
+        intervals, self._intervals = self._intervals, []
+        return {"rows": self.rows.take() if self.rows is not None else "",
+                "intervals": intervals}
+
+    def _count_start(self) -> None:
+        self.started += 1
+        if self.starts is not None:
+            self.starts.add()
 
     async def open(self) -> dict:
         """Open the target (its preflight too); return who this worker is."""
@@ -77,18 +105,27 @@ class WorkerEngine:
                                   start_ns=start_ns, end_ns=start_ns, final=True, idle=True)
         load, stop = part
         self._metrics, self._start_ns, self._in_flight = LevelMetrics(), start_ns, 0
+        self.started = 0
         self._slo = SLOCounts(self.how.slos) if self.how.slos else None
+        if self.rows is not None:
+            self.rows.begin_level(level + 1, self.config.loads[level])
+        if self.cutter is not None:
+            self.cutter.begin(start_ns)  # every worker's intervals: the same schedule
         try:
             result = await engine.measure(self._target, load, stop, self.config.prompts,
                                           self.how, start_ns=start_ns, metrics=self._metrics,
                                           slo=self._slo, on_progress=self._note_progress,
-                                          whole=self.config.loads[level])
+                                          whole=self.config.loads[level],
+                                          watchers=(self.cutter,) if self.cutter else ())
         finally:
             self._metrics, self._slo = None, None
+            if self.cutter is not None:
+                self.cutter.end()
         return LevelReport.of(self.share.index, result.metrics, with_histograms=True,
                               start_ns=result.start_ns, end_ns=result.end_ns,
                               client=result.client, records=result.records,
                               connections=result.connections, final=True,
+                              started=self.started, **self._exports(),
                               slo=result.slo, ramp_excluded=result.ramp_excluded,
                               turns={turn: LevelReport.of(self.share.index, metrics,
                                                           with_histograms=True)
@@ -103,5 +140,6 @@ class WorkerEngine:
             return None
         return LevelReport.of(self.share.index, self._metrics, with_histograms=with_histograms,
                               start_ns=self._start_ns, end_ns=time.perf_counter_ns(),
-                              in_flight=self._in_flight,
+                              in_flight=self._in_flight, started=self.started,
+                              **self._exports(),
                               slo=self._slo if with_histograms else None)  # pickled at once

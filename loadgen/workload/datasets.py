@@ -14,7 +14,9 @@ from pathlib import Path
 
 import orjson
 
+from ..bounds import input_tokens_problem, output_tokens_problem
 from ..errors import ConfigError
+from .tokenizer import estimate_tokens
 
 FORMATS = ("auto", "sharegpt", "jsonl", "text")
 _BY_SUFFIX = {".json": "sharegpt", ".jsonl": "jsonl", ".txt": "text"}
@@ -56,18 +58,35 @@ def load_dataset(path: str | Path, fmt: str = "auto") -> Dataset:
     if fmt not in FORMATS:
         raise ConfigError(f"--dataset-format must be one of {', '.join(FORMATS)} (got {fmt!r})")
     try:
-        data = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read dataset {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; datasets are JSON, JSONL or text") from None
+    try:
+        data = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise _error(path, line, f"not UTF-8 text (byte {exc.start}: "
+                     f"{raw[exc.start:exc.start + 1]!r}); save the file as UTF-8") from None
     if fmt == "auto":
         fmt = detect_format(path, data)
     rows, skipped = _READERS[fmt](path, data)
+    for row in rows:
+        _check_row_bounds(path, row)
     if not rows:
         raise ConfigError(f"{path}: no prompts found (read as {fmt}; "
                           "name the format with --dataset-format if that is wrong)")
     return Dataset(str(path), fmt, tuple(rows), skipped)
+
+
+def _check_row_bounds(path: Path, row: DatasetRow) -> None:
+    """A row's prompt (estimated at 4 characters a token) and its max_tokens within
+    :mod:`loadgen.bounds`: a 10 MB prompt is refused before any load, with its line."""
+    contents = [m["content"] for m in row.messages] if row.messages else [row.text]
+    message = input_tokens_problem(sum(map(estimate_tokens, contents)), "the prompt")
+    if message is None and row.max_tokens is not None:
+        message = output_tokens_problem(row.max_tokens, "max_tokens")
+    if message:
+        raise _error(path, row.line, message)
 
 
 def detect_format(path: Path, data: str) -> str:

@@ -16,10 +16,16 @@ import itertools
 import math
 import random
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
+from ..bounds import (
+    input_tokens_problem,
+    max_input_tokens,
+    max_output_tokens,
+    output_tokens_problem,
+)
 from ..errors import ConfigError
 from ..record import Prompt
 from .datasets import Dataset, DatasetRow, load_dataset
@@ -50,11 +56,32 @@ def synthetic_text(tokens: int, index: int = 0, salt: str = "") -> str:
     return " ".join(words)
 
 
-def draw_length(rng: random.Random, mean: int, stdev: float, low: int = 1) -> int:
-    """``mean`` exactly, or a normal draw around it (rounded, at least ``low``)."""
-    if not stdev:
+def draw_length(rng: random.Random | None, mean: int, stdev: float, low: int = 1,
+                high: int | None = None) -> int:
+    """``mean`` exactly (no stdev; ``rng`` may be None), or a normal draw around it
+    (rounded, at least ``low``, at most ``high`` when given: a draw never exceeds the run's
+    token bound)."""
+    if not stdev or rng is None:
         return max(mean, low)
-    return max(low, round(rng.gauss(mean, stdev)))
+    value = max(low, round(rng.gauss(mean, stdev)))
+    return value if high is None else min(value, high)
+
+
+def check_token_bounds(input_tokens: int, output_tokens: int | None, min_tokens: int | None,
+                       input_stdev: float, output_stdev: float) -> None:
+    """Token counts and spreads within :mod:`loadgen.bounds` (one line before any load)."""
+    for value, what, problem in (
+            (input_tokens, "--input-tokens", input_tokens_problem),
+            (input_stdev, "--input-tokens-stdev", input_tokens_problem),
+            (output_tokens, "--output-tokens", output_tokens_problem),
+            (output_stdev, "--output-tokens-stdev", output_tokens_problem),
+            (min_tokens, "--min-tokens", output_tokens_problem)):
+        if value is None:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{what} must be a finite number (got {value!r})")
+        if message := problem(value, what):
+            raise ConfigError(message)
 
 
 @dataclass(frozen=True)
@@ -80,7 +107,10 @@ class Session:
 
 @dataclass(frozen=True)
 class PromptSource:
-    """An endless, deterministic (given ``seed`` and ``salt``) stream of prompts for a run.
+    """The prompts of a run, by run-wide request index: :meth:`prompt` is pure in
+    (``seed``, ``salt``, index), and iterating yields ``prompt(0), prompt(1), ...`` (with
+    a run salt, :meth:`salted`). So one process, N worker processes and Ray actors send
+    the same prompt for the same request, whoever sends it.
 
     ``output_tokens=None`` means: a dataset row's ``max_tokens``, else its reference
     answer's length, else 128. Stdevs make lengths normal draws around the means.
@@ -103,6 +133,9 @@ class PromptSource:
     prefix_groups: int = 1
     turns: int = 1  # > 1: yields Sessions of this many turns (a dataset row's own, at most)
     think_s: float = 0.0  # pause between a session's answer and its next turn
+    # Made once per source, pure in their keys: exact-length filler by token count, and
+    # shared prefixes by group (a tokenizer pass each).
+    _made: dict[Any, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         checks = [(self.input_tokens >= 1, f"--input-tokens must be >= 1 (got {self.input_tokens})"),
@@ -119,15 +152,22 @@ class PromptSource:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
+                           self.input_stdev, self.output_stdev)
         if self.shared_prefix_tokens and (self.dataset or self.texts):
             raise ConfigError("--shared-prefix-tokens applies to synthetic prompts, "
                               "not to --dataset/--prompts")
+
+    def salted(self) -> "PromptSource":
+        """This source with a salt: its own, else a random one chosen now (once per run,
+        so two runs never share a prompt, not even in a server's prefix cache)."""
+        return self if self.salt is not None else replace(self, salt=secrets.token_hex(3) + "-")
 
     def prompt(self, index: int) -> Prompt | Session:
         """The prompt of run-wide request ``index`` (0-based), the same in every process:
         its draws come from an RNG seeded with (``seed``, ``index``) and dataset rows from
         a seeded shuffle per pass, so worker processes share nothing but this object.
-        ``salt`` None means no salt here: a multi-process run sets one in its RunConfig.
+        ``salt`` None means no salt here (a run picks one first, :meth:`salted`).
         With ``turns`` > 1, ``index`` counts sessions: session ``index`` (a dataset row's
         own turns, or synthetic turns made as prompts ``index·turns + t``)."""
         if self.turns > 1:
@@ -137,82 +177,70 @@ class PromptSource:
     def _session_at(self, index: int) -> Session:
         if self.dataset is not None:
             row = _row_at(self.dataset.rows, self.seed, index, self.replacement)
-            rng = random.Random(f"{self.seed}/{index}")
+            rng = self._rng(index)
             return self._session(index, [self._from_row(turn, rng) for turn in row.turns()])
         return self._session(index, [self._prompt_at(index * self.turns + turn)
                                      for turn in range(self.turns)])
 
+    def _rng(self, index: int) -> random.Random | None:
+        """Request ``index``'s own RNG, seeded with (``seed``, ``index``); None when
+        nothing is drawn (no stdev): seeding costs ~20-50 µs a prompt."""
+        if not (self.input_stdev or self.output_stdev):
+            return None
+        return random.Random(f"{self.seed}/{index}")
+
     def _prompt_at(self, index: int) -> Prompt:
-        rng = random.Random(f"{self.seed}/{index}")
+        rng = self._rng(index)
         if self.dataset is not None:
             return self._from_row(_row_at(self.dataset.rows, self.seed, index,
                                           self.replacement), rng)
         if self.texts:
             return self._from_row(DatasetRow(self.texts[index % len(self.texts)], 0), rng)
-        prefixes = [self._prefix(group) for group in range(self.prefix_groups)
-                    ] if self.shared_prefix_tokens else []
-        return self._synthetic(index, rng, self.salt or "", prefixes, {})
+        return self._synthetic(index, rng, self.salt or "")
 
     @property
     def input_tokens_exact(self) -> bool:
         return self.tokenizer is not None
 
     def __iter__(self) -> Iterator[Prompt | Session]:
-        if self.turns == 1:
-            return self._prompts()
-        if self.dataset is not None:
-            rows = _sampled(self.dataset.rows, random.Random(self.seed), self.replacement)
-            rng = random.Random(self.seed + 1)
-            return (self._session(i, [self._from_row(turn, rng) for turn in row.turns()])
-                    for i, row in enumerate(rows))
-        prompts = self._prompts()
-        return (self._session(i, [next(prompts) for _ in range(self.turns)])
-                for i in itertools.count())
+        """``prompt(0), prompt(1), ...`` with a salt (a random one per iteration when
+        ``salt`` is None): what one process sends."""
+        source = self.salted()
+        return (source.prompt(index) for index in itertools.count())
 
     def _session(self, index: int, turns: list[Prompt]) -> Session:
         return Session(index, tuple(turns[:self.turns]), self.think_s, self._count,
                        self.tokenizer is not None)
 
-    def _prompts(self) -> Iterator[Prompt]:
-        rng = random.Random(self.seed)
-        if self.dataset is not None:
-            rows = _sampled(self.dataset.rows, rng, self.replacement)
-            return (self._from_row(row, rng) for row in rows)
-        if self.texts:
-            rows = itertools.cycle(DatasetRow(text, 0) for text in self.texts)
-            return (self._from_row(row, rng) for row in rows)
-        salt = self.salt if self.salt is not None else secrets.token_hex(3) + "-"
-        prefixes = [self._prefix(group) for group in range(self.prefix_groups)
-                    ] if self.shared_prefix_tokens else []
-        bodies: dict[int, str] = {}  # exact-length filler by token count, made once each
-        return (self._synthetic(i, rng, salt, prefixes, bodies) for i in itertools.count())
-
     # -- synthetic ------------------------------------------------------------------------
-    def _synthetic(self, index: int, rng: random.Random, salt: str, prefixes: list[str],
-                   bodies: dict[int, str]) -> Prompt:
+    def _synthetic(self, index: int, rng: random.Random | None, salt: str) -> Prompt:
         n_in = draw_length(rng, self.input_tokens, self.input_stdev,
-                           low=self.shared_prefix_tokens + 1)
-        n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev)
-        prefix = prefixes[index % len(prefixes)] if prefixes else ""
+                           low=self.shared_prefix_tokens + 1, high=max_input_tokens())
+        n_out = draw_length(rng, self.output_tokens or DEFAULT_OUTPUT_TOKENS, self.output_stdev,
+                            high=max_output_tokens())
+        prefix = self._prefix(index % self.prefix_groups) if self.shared_prefix_tokens else ""
         unique = n_in - self.shared_prefix_tokens
         if self.tokenizer is None:
             text = prefix + synthetic_text(unique, index, salt)
         else:
-            text = (self._quick_exact(prefix, index, salt, n_in, bodies)
+            text = (self._quick_exact(prefix, index, salt, n_in)
                      or self._exact(prefix, unique, index, salt, n_in))
         return Prompt(text, n_out, self.min_tokens, input_tokens=n_in,
                       input_tokens_exact=self.tokenizer is not None)
 
     def _prefix(self, group: int) -> str:
         """The shared start of group ``group``'s prompts, ending in a space."""
-        salt = f"shared prefix {group} "
-        if self.tokenizer is None:
-            return synthetic_text(self.shared_prefix_tokens, group * 11, salt) + " "
-        text = synthetic_text(self.shared_prefix_tokens + 8, group * 11, salt)
-        return self._cut(text, self.shared_prefix_tokens) + " "
+        if ("prefix", group) not in self._made:
+            salt = f"shared prefix {group} "
+            if self.tokenizer is None:
+                text = synthetic_text(self.shared_prefix_tokens, group * 11, salt)
+            else:
+                text = self._cut(synthetic_text(self.shared_prefix_tokens + 8, group * 11, salt),
+                                 self.shared_prefix_tokens)
+            self._made["prefix", group] = text + " "
+        return self._made["prefix", group]
 
-    def _quick_exact(self, prefix: str, index: int, salt: str, total: int,
-                     bodies: dict[int, str]) -> str | None:
+    def _quick_exact(self, prefix: str, index: int, salt: str, total: int) -> str | None:
         """The request's own tag, then cached filler of the remaining length: one encode
         to check instead of cutting fresh text. None when the parts don't add up (a
         merge across a boundary) or there is no room; the caller then cuts."""
@@ -220,10 +248,11 @@ class PromptSource:
         room = total - self.tokenizer.count(prefix + tag)
         if room < 1:
             return None
-        if room not in bodies:
-            bodies[room] = self.tokenizer.cut(synthetic_text(room + 8, 0, "body "), room) or ""
-        text = prefix + tag + bodies[room]
-        return text if bodies[room] and self.tokenizer.count(text) == total else None
+        if room not in self._made:
+            self._made[room] = self.tokenizer.cut(synthetic_text(room + 8, 0, "body "), room) or ""
+        body = self._made[room]
+        text = prefix + tag + body
+        return text if body and self.tokenizer.count(text) == total else None
 
     def _exact(self, prefix: str, unique: int, index: int, salt: str, total: int) -> str:
         # Filler has more words than tokens are needed (a word is at least one token);
@@ -247,7 +276,7 @@ class PromptSource:
     def _count(self, text: str) -> int:
         return self.tokenizer.count(text) if self.tokenizer else estimate_tokens(text)
 
-    def _from_row(self, row: DatasetRow, rng: random.Random) -> Prompt:
+    def _from_row(self, row: DatasetRow, rng: random.Random | None) -> Prompt:
         if self.output_tokens is not None:
             mean = self.output_tokens
         elif row.max_tokens is not None:
@@ -257,38 +286,44 @@ class PromptSource:
         else:
             mean = DEFAULT_OUTPUT_TOKENS
         contents = [m["content"] for m in row.messages] if row.messages else [row.text]
-        return Prompt(row.text, draw_length(rng, mean, self.output_stdev), self.min_tokens,
+        return Prompt(row.text, draw_length(rng, mean, self.output_stdev,
+                                            high=max_output_tokens()), self.min_tokens,
                       input_tokens=sum(self._count(c) for c in contents),
                       input_tokens_exact=self.tokenizer is not None, messages=row.messages)
 
 
 class PromptStream:
-    """An iterator over a prompt source that can be filled ahead, before a level starts.
+    """One process's prompts, by run-wide request index, that can be made ahead before a
+    level starts.
 
     Exact-length prompts cost a tokenizer pass each (about 1 ms per 1,000 characters on a
     busy 2-core box, holding the GIL); made ahead, that cost stays out of the level's
-    send path and its ``send_lag_ms``.
+    send path and its ``send_lag_ms``. A :class:`PromptSource` is asked by index (so a
+    request gets the same prompt as in a multi-worker run); any other iterable (a trace's
+    prompts) is taken in order.
     """
 
     def __init__(self, source) -> None:
-        self._source = iter(source)
-        self._ready: collections.deque = collections.deque()
-
-    def __iter__(self) -> "PromptStream":
-        return self
-
-    def __next__(self):
-        return self._ready.popleft() if self._ready else next(self._source)
+        self._make = source.salted().prompt if isinstance(source, PromptSource) else None
+        self._items = iter(source) if self._make is None else None
+        self._ready: dict[int, Any] = {}  # made ahead, by index
+        self._next = 0  # the index after the last one asked for
 
     def prompt(self, index: int):
-        """The next prompt (or session). One process takes the run's requests in order,
-        so this is request ``index``'s (a session's later turns take indexes of their own)."""
-        return next(self)
+        """Request ``index``'s prompt (or multi-turn session; its later turns take
+        request ids, not prompts)."""
+        self._next = index + 1
+        if index in self._ready:
+            return self._ready.pop(index)
+        return self._make(index) if self._make is not None else next(self._items)
 
-    def prefill(self, count: int) -> None:
-        """Make sure ``count`` prompts are ready."""
-        while len(self._ready) < count:
-            self._ready.append(next(self._source))
+    def prefill(self, count: int, start: int | None = None) -> None:
+        """Make sure ``count`` prompts from index ``start`` (default: the next) are ready."""
+        start = self._next if start is None else start
+        for index in range(start, start + count):
+            if index not in self._ready:
+                self._ready[index] = (self._make(index) if self._make is not None
+                                      else next(self._items))
 
 
 def prefill_count(load, stop) -> int:
@@ -315,19 +350,6 @@ def _pass_order(n: int, seed: int, pass_index: int) -> tuple[int, ...]:
     order = list(range(n))
     random.Random(f"{seed}/pass/{pass_index}").shuffle(order)
     return tuple(order)
-
-
-def _sampled(rows: tuple[DatasetRow, ...], rng: random.Random,
-             replacement: bool) -> Iterator[DatasetRow]:
-    """Seeded draws: independent (with replacement) or shuffled passes (without)."""
-    if replacement:
-        while True:
-            yield rows[rng.randrange(len(rows))]
-    order = list(range(len(rows)))
-    while True:
-        rng.shuffle(order)
-        for i in order:
-            yield rows[i]
 
 
 def load_prompt_file(path: str | Path) -> tuple[str, ...]:

@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import ConfigError
-from ..export import HdrIntervalLog, RequestLog
+from ..export import GuardedExport, HdrIntervalLog, RequestLog
 from ..slo import SLO, parse_slo
 from .datasets import load_dataset
-from .prompts import PromptSource
+from .prompts import PromptSource, check_token_bounds
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 
 
 @dataclass(frozen=True)
 class Exports:
-    """The open exports of a run (either may be None)."""
+    """The open exports of a run (either may be None), each stopped alone by a failed write."""
 
-    requests: RequestLog | None = None
-    hdr: HdrIntervalLog | None = None
+    requests: GuardedExport | None = None
+    hdr: GuardedExport | None = None
 
     @property
     def sinks(self) -> tuple:
@@ -39,6 +39,16 @@ class Exports:
     def end_level(self) -> None:
         for sink in self.sinks:
             sink.end_level()
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+    def describe(self) -> dict[str, str]:
+        """The results' ``exports`` object: ``ok`` or ``failed: <reason>`` for each export."""
+        return {name: export.status for name, export in (("requests", self.requests),
+                                                         ("hdr_log", self.hdr))
+                if export is not None}
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,12 @@ class WorkloadSettings:
     search_precision: float = 0.10  # slo-search: stop when (high - low) / low <= this
     max_probes: int = 10  # slo-search: probes at most
 
+    def __post_init__(self) -> None:
+        # Bounds here too (not only in PromptSource): a trace or dataset run is refused
+        # before its file is even read, whatever front door built these settings.
+        check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
+                           self.input_tokens_stdev, self.output_tokens_stdev)
+
     @classmethod
     def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
         return cls(slos=tuple(parse_slo(text) for text in slo_texts), **kwargs)
@@ -102,16 +118,18 @@ class WorkloadSettings:
                             think_s=self.think_s)
 
     @contextlib.contextmanager
-    def open_exports(self) -> Iterator[Exports]:
-        """The run's exports, closed (and flushed) however the run ends."""
+    def open_exports(self, warn: Callable[[str], None]) -> Iterator[Exports]:
+        """The run's exports, closed (and flushed) however the run ends; a failed write
+        stops only its export, with one line to ``warn``."""
         exports = Exports(
-            RequestLog(self.save_requests, self.slos) if self.save_requests else None,
-            HdrIntervalLog(self.hdr_log, self.hdr_interval_s) if self.hdr_log else None)
+            GuardedExport("--save-requests", RequestLog(self.save_requests, self.slos), warn)
+            if self.save_requests else None,
+            GuardedExport("--hdr-log", HdrIntervalLog(self.hdr_log, self.hdr_interval_s), warn)
+            if self.hdr_log else None)
         try:
             yield exports
         finally:
-            for sink in exports.sinks:
-                sink.close()
+            exports.close()
 
     def describe(self, prompts: PromptSource | None = None) -> dict:
         """The results file's ``workload`` object."""

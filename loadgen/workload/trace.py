@@ -14,6 +14,7 @@ matching prompts in the same order.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Iterator
 
 import orjson
 
+from ..bounds import input_tokens_problem, output_tokens_problem, timestamp_problem
 from ..errors import ConfigError
 from ..record import Prompt
 from .prompts import synthetic_text
@@ -42,6 +44,9 @@ def _count(obj: dict, key: str, path: Path, lineno: int, low: int) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"{path}:{lineno}: {key} must be an integer >= {low} (got {value!r})")
+    bound = input_tokens_problem if key == "input_length" else output_tokens_problem
+    if message := bound(value, key):
+        raise ConfigError(f"{path}:{lineno}: {message}")
     return value
 
 
@@ -64,9 +69,11 @@ def load_trace(path: str | Path) -> tuple[TraceRow, ...]:
         if not isinstance(obj, dict):
             raise ConfigError(f"{path}:{lineno}: expected a JSON object")
         timestamp = obj.get("timestamp")
-        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or timestamp < 0:
+        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
             raise ConfigError(f"{path}:{lineno}: timestamp must be milliseconds >= 0 "
                               f"(got {timestamp!r})")
+        if message := timestamp_problem(float(timestamp)):  # NaN, 1e308: no replay time
+            raise ConfigError(f"{path}:{lineno}: {message}")
         hash_ids = obj.get("hash_ids", [])
         if not isinstance(hash_ids, list) or not all(
                 isinstance(h, int) and not isinstance(h, bool) for h in hash_ids):
@@ -88,8 +95,11 @@ class TraceReplay:
     max_in_flight = None  # every request of the trace is sent; none is dropped
 
     def __post_init__(self) -> None:
-        if not self.speedup > 0:
-            raise ConfigError(f"--trace-speedup must be > 0 (got {self.speedup})")
+        if not (self.speedup > 0 and math.isfinite(self.speedup)):
+            raise ConfigError(f"--trace-speedup must be a finite number > 0 (got {self.speedup})")
+        if self.rows and not self.span_s * 1e9 < 2 ** 62:  # offsets stay integer nanoseconds
+            raise ConfigError(f"--trace-speedup {self.speedup:g} stretches the trace to "
+                              f"{self.span_s:.3g} s; use a larger speedup")
 
     def offsets_ns(self) -> Iterator[int]:
         first = self.rows[0].timestamp_ms

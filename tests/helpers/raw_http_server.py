@@ -44,10 +44,12 @@ def sse_head(framing: str) -> bytes:
 
 
 class RawServer:
-    """``with RawServer() as server: server.script(...); url = server.url``."""
+    """``with RawServer() as server: server.script(...); url = server.url``.
+    ``models_reply``: the whole answer to ``GET /v1/models`` (default: one model, 200)."""
 
-    def __init__(self, ssl_context=None) -> None:
+    def __init__(self, ssl_context=None, models_reply: bytes | None = None) -> None:
         self._ssl = ssl_context
+        self._models_reply = models_reply
         self._scripts: list[Script] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -95,7 +97,8 @@ class RawServer:
                 if length:
                     await reader.readexactly(length)
                 if head.startswith(b"GET /v1/models"):
-                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    writer.write(self._models_reply or
+                                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                                  b"Content-Length: %d\r\n\r\n%s" % (len(MODELS), MODELS))
                     await writer.drain()
                     continue

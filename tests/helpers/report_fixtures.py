@@ -10,12 +10,11 @@ from pathlib import Path
 from hdrh.histogram import HdrHistogram
 
 from loadgen.fidelity import (
-    L4_SIMULATED_SEEDS,
     FidelityResult,
     generate_questions,
-    make_simulated_responder,
     score_response,
 )
+from loadgen.fidelity_sim import L4_SIMULATED_SEEDS, make_simulated_responder
 
 L4_PRICE = 1.1267
 # The L4 study: single-stream decode, 512-token times, throughput at 1/4/16 requests.
