@@ -23,10 +23,11 @@ though a request is only seen when it ends; the percentiles of a row are sealed 
 clock is two rows past it. Memory: a few numbers per second, two histograms per open row.
 
 **Steady state** (:func:`steady_state`): a least-squares line through ``output_tokens_per_s``
-over the middle 80 % of the rows (the first and last 10 % are ramp-up and drain). The
-level is steady when the line's change across that window, ``|slope| × span``, is at most
-:data:`STEADY_BOUND` (20 %) of the window's mean tok/s; fewer than :data:`STEADY_MIN_ROWS`
-rows (a level shorter than 5 s) cannot be judged (``steady: null``).
+over the middle 80 % of the rows (the first and last 10 %, at least one row each, are
+ramp-up and drain). The level is steady when the line's change across that window,
+``|slope| × span``, is at most :data:`STEADY_BOUND` (20 %) of the window's mean tok/s; fewer
+than :data:`STEADY_MIN_ROWS` rows left (a level shorter than ~7 s) cannot be judged
+(``steady: null``).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def steady_state(t_s: list[float], tokens_per_s: list[float],
     "bound", "rows", "reason"}``; ``steady`` is None when there are too few rows to judge.
     """
     n = len(t_s)
-    cut = n // 10
+    cut = max(1, n // 10)  # the first and last row are always partial: ramp-up and drain
     xs, ys = t_s[cut:n - cut], tokens_per_s[cut:n - cut]
     out: dict[str, Any] = {"steady": None, "change": None, "bound": bound, "rows": len(xs),
                            "reason": None}
