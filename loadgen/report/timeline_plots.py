@@ -101,7 +101,7 @@ def timeline_figure(name: str, result: dict, simulated: bool) -> Figure | None:
                     label=_text(legend))
         ax.set_ylabel(_text(unit))
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="best")
         for x0, level, _, _ in placed:
             ax.axvline(x0, color="grey", linewidth=0.6, alpha=0.6)
     for x0, level, _, _ in placed:
