@@ -21,7 +21,7 @@ RUN_GROUPS = ("Target:", "Load (per level):", "Requests:",
               "Measurement and output:")
 # A numeric option's metavar names its unit; a seed is an identifier, not a quantity.
 UNITS = {"S", "MS", "TOKENS", "REQ/S", "REQUESTS", "STREAMS", "LEVELS", "PREFIXES", "TURNS",
-         "TIMES", "FRACTION", "INSTANCES", "EVENTS", "RUNS", "PORT", "USD/H"}
+         "TIMES", "FRACTION", "INSTANCES", "EVENTS", "RUNS", "PORT", "USD/H", "LINES"}
 UNITLESS = {"seed"}
 
 

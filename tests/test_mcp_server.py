@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"list_endpoints", "endpoint_status", "deploy_endpoint", "delete_endpoint",
          "deployment_facts", "start_run", "run_status", "cancel_run", "get_results",
-         "run_scenario", "validate_scenario", "get_report", "compare_runs", "list_runs"}
+         "run_scenario", "validate_scenario", "get_report", "compare_runs", "list_runs",
+         "start_server", "server_status", "stop_server", "server_logs"}
 # Slow enough that a run's numbers are the simulator's, not the client's noise.
 STEADY = SimProfile(ttft_s=0.1, itl_s=0.02, batch_slowdown=0.0)
 

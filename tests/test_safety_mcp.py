@@ -324,7 +324,7 @@ def test_every_tool_rejects_unknown_arguments_naming_the_accepted_ones(dirs):
                                                slo=["ttft_ms:p99<500"])
 
     tools, errors, slo = session(server(dirs), body)
-    assert len(tools) == 14
+    assert len(tools) == 18  # 14 + the four server tools
     for tool in tools:
         text = one_line_error(errors[tool.name])
         accepted = ", ".join(tool.input_schema.get("properties", {})) or "no arguments"

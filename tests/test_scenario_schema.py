@@ -108,11 +108,12 @@ def test_target_and_deploy_together_and_neither():
     both = VALID.replace("    target: http://127.0.0.1:8000\n",
                          "    target: http://127.0.0.1:8000\n"
                          "    deploy: {image: img, role: arn}\n")
-    assert messages(both) == ["s.yaml:13: phases[0]: give either target (a running server) or "
-                              "deploy (loadgen creates one), not both"]
+    assert messages(both) == ["s.yaml:13: phases[0]: give one of target (a running server), "
+                              "deploy (a SageMaker endpoint loadgen creates) or server (a "
+                              "process loadgen starts), not target and deploy"]
     neither = VALID.replace("    target: http://127.0.0.1:8000\n", "")
-    assert messages(neither) == ["s.yaml:9: phases[0]: missing target or deploy: say which "
-                                 "server this phase measures"]
+    assert messages(neither) == ["s.yaml:9: phases[0]: missing target, deploy or server: say "
+                                 "which server this phase measures"]
 
 
 def test_negative_price_and_bad_urls():
@@ -285,13 +286,19 @@ def test_shipped_scenarios_are_valid():
     assert l4.measurements.sweep.concurrency == (1, 4, 16)
     assert l4.measurements.fixed_length.output_tokens == 512
     t4 = load_scenario(SCENARIOS / "t4-vllm-gemma4-e2b.yaml",
-                       {"T4_PRICE_PER_HOUR": "0.54", "T4_BF16_URL": "http://h:8000",
-                        "T4_QAT_URL": "http://h:8001"}, environ={})
+                       {"T4_PRICE_PER_HOUR": "0.54", "T4_HOST": "me@vm"}, environ={})
     assert t4.hardware.price_per_hour == 0.54
-    assert [p.target.url for p in t4.phases] == ["http://h:8000", "http://h:8001", "http://h:8000"]
+    assert [(p.server.model, p.server.host, p.server.port) for p in t4.phases] == [
+        ("google/gemma-4-E2B-it", "me@vm", 8000),
+        ("google/gemma-4-E2B-it-qat-w4a16-ct", "me@vm", 8000),
+        ("google/gemma-4-E2B-it", "me@vm", 8000)]
+    assert t4.phases[0].server.command[:3] == ("vllm", "serve", "{model}")
+    local = load_scenario(SCENARIOS / "t4-vllm-gemma4-e2b.yaml", {"T4_PRICE_PER_HOUR": "0.54"},
+                          environ={})
+    assert all(p.server.host is None for p in local.phases)  # T4_HOST unset: this machine
     with pytest.raises(ScenarioError) as info:
         load_scenario(SCENARIOS / "t4-vllm-gemma4-e2b.yaml", environ={})
-    assert len(info.value.problems) == 4  # price and three URLs, no follow-on type errors
+    assert len(info.value.problems) == 1  # the price, no follow-on type errors
 
 
 def test_check_file_hashes_the_file_and_reports_unreadable_ones(tmp_path):

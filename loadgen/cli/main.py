@@ -213,6 +213,8 @@ LAZY_COMMANDS = {
                                             "directory."),
     "scenario": ("loadgen.cli.scenario:scenario", "Comparison studies (A-B-A) from a "
                                                   "scenario file."),
+    "server": ("loadgen.cli.server:server", "Start, inspect and stop a vLLM (or any "
+                                            "OpenAI-compatible) server."),
 }
 
 

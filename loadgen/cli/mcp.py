@@ -28,7 +28,13 @@ INSTALL_HINT = "loadgen mcp needs the MCP SDK: pip install 'loadgen[mcp]'"
               help="Where runs, results and deployment records are kept.")
 @click.option("--allow-deploy", is_flag=True,
               help="Allow tools that create or delete AWS resources (deploy_endpoint, "
-                   "delete_endpoint, scenarios that deploy).")
+                   "delete_endpoint, scenarios that deploy) or server processes "
+                   "(start_server, stop_server, ...).")
+@click.option("--allow-server-command", "server_commands", multiple=True, metavar="PREFIX",
+              help="With --allow-deploy: start_server may run commands that begin with this "
+                   "(e.g. vllm, or 'python -m vllm.entrypoints.openai.api_server'). Repeatable.")
+@click.option("--allow-server-host", "server_hosts", multiple=True, metavar="USER@VM",
+              help="start_server may start servers on this ssh host. Repeatable.")
 @click.option("--max-concurrency", type=int, default=ServerOptions.max_concurrency,
               metavar="STREAMS", help="Highest concurrency (and open-loop in-flight cap) a "
                                       "run may use.")
@@ -57,12 +63,15 @@ INSTALL_HINT = "loadgen mcp needs the MCP SDK: pip install 'loadgen[mcp]'"
               help="Default AWS API endpoint for the endpoint tools (e.g. a local emulator).")
 @one_line_errors
 def mcp_command(http_address: str | None, workdir: Path, allow_deploy: bool,
+                server_commands: tuple[str, ...], server_hosts: tuple[str, ...],
                 max_concurrency: int, max_duration: float, max_active_runs: int,
                 http_token: str | None, allow_read: tuple[Path, ...],
                 allow_env: tuple[str, ...], allow_target: tuple[str, ...],
                 region: str | None, aws_endpoint_url: str | None) -> None:
     """Serve loadgen's tools to an MCP client (Claude Desktop, VS Code, agents) over stdio."""
     options = ServerOptions(workdir=workdir, allow_deploy=allow_deploy,
+                            allowed_server_commands=server_commands,
+                            allowed_server_hosts=server_hosts,
                             max_concurrency=max_concurrency, max_duration_s=max_duration,
                             max_active_runs=max_active_runs, region=region,
                             aws_endpoint_url=aws_endpoint_url, allow_read=allow_read,

@@ -83,6 +83,11 @@ def describe(parsed: Scenario) -> str:
     deploys = sum(p.deploy is not None for p in parsed.phases)
     if deploys:
         lines.append(f"  deploys {deploys} SageMaker endpoint(s), each deleted after its phase")
+    servers = [p for p in parsed.phases if p.server is not None]
+    if servers:
+        kept = sum(p.server.keep_running for p in servers)
+        lines.append(f"  starts a server for {len(servers)} phase(s), each stopped after its "
+                     "phase" + (f" ({kept} kept running for later phases)" if kept else ""))
     if parsed.simulate and parsed.simulate.profiles:
         lines.append(f"  --simulate profiles: {', '.join(parsed.simulate.profiles)}")
     return "\n".join(lines)

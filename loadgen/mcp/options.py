@@ -25,6 +25,10 @@ class ServerOptions:
     max_concurrency: int = 64  # caps concurrency levels and open-loop in-flight requests
     max_duration_s: float = 3600.0  # a background run is stopped (results kept) after this
     max_active_runs: int = 1  # runs at once: two runs on one target would skew each other
+    # start_server runs only commands that begin with one of these (each split like a
+    # shell: "vllm", "python -m vllm.entrypoints.openai.api_server"), on these ssh hosts.
+    allowed_server_commands: tuple[str, ...] = ()
+    allowed_server_hosts: tuple[str, ...] = ()
     region: str | None = None  # AWS defaults for the endpoint tools (a call may override)
     aws_endpoint_url: str | None = None
     # What a client may make the server read, send and name (see :mod:`.confine`): paths

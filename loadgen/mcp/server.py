@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from .. import __version__
 from ..errors import LoadgenError, one_line
 from ..report.files import read_json, report_directory
-from . import tools_aws, tools_runs, tools_study
+from . import tools_aws, tools_runs, tools_servers, tools_study
 from .arguments import check_arguments
 from .confine import check_allowances, results_directory
 from .http import serve_http
@@ -31,6 +31,8 @@ start_run and run_scenario run in the background: poll run_status (wait_s waits,
 progress), stop with cancel_run, read with get_results, compare two runs with compare_runs.
 Targets: an http(s):// URL, sagemaker://ENDPOINT, or 'simulator' (built-in, no GPU).
 deploy_endpoint/delete_endpoint need a server started with --allow-deploy.
+start_server/server_status/stop_server/server_logs manage vLLM (or other OpenAI-compatible)
+server processes: they need --allow-deploy, and start_server an --allow-server-command.
 """
 
 
@@ -128,6 +130,7 @@ def build_server(options: ServerOptions) -> MCPServer:
     tools_runs.register(server, manager)
     tools_study.register(server, manager)
     tools_aws.register(server, options)
+    tools_servers.register(server, options)
     _resources(server, manager)
     return server
 

@@ -41,6 +41,7 @@ from .options import ServerOptions
 from .runs import LOAD, RESULTS_FILE, SCENARIO, Run, RunManager, is_run_id
 from .toolkit import QUICK_S, READ_ONLY, bounded, refuse_without_deploy
 from .tools_runs import StartedRun, results_uri
+from .tools_servers import check_scenario_servers
 
 REPORT_S = 120.0  # building a report reads every phase file (and bootstraps CIs)
 Params = Annotated[list[str] | None, Field(description="KEY=VALUE values for ${KEY} in the "
@@ -206,6 +207,8 @@ def register(server: MCPServer, manager: RunManager) -> None:
             _check_real_run(options, parsed, selected)
         if not simulate and any(p.deploy is not None for p in selected):
             refuse_without_deploy(options.allow_deploy, "this scenario (it deploys endpoints)")
+        if not simulate and any(p.server is not None for p in selected):
+            check_scenario_servers(options, selected)
         widest = max(parsed.measurements.sweep.concurrency, default=1)
         if widest > options.max_concurrency:
             raise ConfigError(f"the scenario sweeps up to concurrency {widest}, above this "

@@ -210,15 +210,24 @@ def _target_name(target: dict) -> str:
     return " ".join(str(part) for part in parts if part) or "–"
 
 
+def _ready(phase: dict) -> str:
+    """Time to ready of the phase's server; a reused one says so (its time is the start's)."""
+    seconds = phase.get("time_to_ready_s")
+    if seconds is None:
+        return "–"
+    reused = phase["deployment"].get("server_reused")
+    return num(seconds) + (" (reused)" if reused else "")
+
+
 def _phases(summary: dict) -> Section:
     price = summary["run"].get("price_per_hour")  # one price for the run: what cost uses
     rows = tuple((p["name"], num(p["checkpoint"]), _target_name(p["target"]),
                   _plain(_instance_type(summary, p)), _plain(price),
-                  num(p["started_at"]), num(p["finished_at"]),
+                  num(p["started_at"]), num(p["finished_at"]), _ready(p),
                   "SIMULATED" if p["simulated"] else "real", p["status"])
                  for p in summary["phases"])
     headers = ("phase", "checkpoint", "target", "instance", "price $/h", "started", "finished",
-               "data", "status")
+               "ready after s", "data", "status")
     failures = tuple(f"{p['name']}: {p['error']}" for p in summary["phases"] if p["error"])
     blocks: list = [Table(headers, rows)] if rows else []
     if failures:

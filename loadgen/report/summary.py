@@ -54,6 +54,18 @@ DEPLOYMENT_LABELS = {
     "time_to_in_service_s": "create to InService (s)",
     "instance_type": "instance type",
     "vllm_version": "vLLM version",
+    "time_to_ready_s": "start to ready (s)",
+    "server_reused": "server reused (keep_running)",
+    "server_url": "server URL",
+    "server_host": "server host (ssh)",
+    "server_dir": "server state and log",
+    "model": "model (engine config)",
+    "dtype": "dtype",
+    "quantization": "quantization",
+    "max_model_len": "max model length (tokens)",
+    "cuda_graph_s": "CUDA-graph capture (s)",
+    "cuda_graph_gib": "CUDA-graph memory (GiB)",
+    "engine_init_s": "engine init: profile, KV cache, warmup (s)",
 }
 
 
@@ -156,7 +168,15 @@ def _phase(name: str, result: dict, file: str | None, price: float | None) -> di
         "deployment": _flat_facts(result.get("server") or {}),
         "knee": knee_of(result),
         "timeline": any(level.get("timeline") for level in sweep_levels(result)),
+        "time_to_ready_s": _time_to_ready(result.get("server") or {}),
     }
+
+
+def _time_to_ready(server: dict) -> float | None:
+    """Seconds until the phase's server could be measured: a managed server's start to
+    ready, or a SageMaker deployment's create to InService (None: it was already up)."""
+    value = server.get("time_to_ready_s", server.get("time_to_in_service_s"))
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _public_target(target: dict) -> dict:

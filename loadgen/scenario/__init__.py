@@ -8,7 +8,8 @@
 Modules: :mod:`.schema` (file format, dataclasses), :mod:`.loader` (YAML, parameters,
 every problem with its line), :mod:`.runner` (phases in order, reports),
 :mod:`.phase` (one phase's measurements and file), :mod:`.deploy` (SageMaker
-deploy/teardown around a phase), :mod:`.simulate` (``--simulate`` profiles) (the ``loadgen scenario`` command is
+deploy/teardown around a phase), :mod:`.servers` (a phase's ``server:`` started and
+stopped around it), :mod:`.simulate` (``--simulate`` profiles) (the ``loadgen scenario`` command is
 :mod:`loadgen.cli.scenario`).
 """
 

@@ -1,7 +1,7 @@
 """From a read scenario (:class:`~loadgen.scenario.nodes.Block`) to the dataclasses.
 
 First the checks that span sections, each with the line it is about: unique phase
-labels, exactly one of target/deploy, a model for each deploy, a sweep that can end,
+labels, exactly one of target/deploy/server, a model for each deploy, a sweep that can end,
 something to measure, a valid simulator profile for every checkpoint. Only when no
 problem was found anywhere are the frozen dataclasses of :mod:`.schema` built.
 """
@@ -20,6 +20,7 @@ from .schema import (
     Measurements,
     Phase,
     PhaseDeployBlock,
+    PhaseServerBlock,
     RequestDefaults,
     Scenario,
     SimCheckpoint,
@@ -62,14 +63,18 @@ def _check_phases(phases: list[Block], problems: list[Problem]) -> None:
                                         "e.g. bf16-a, qat, bf16-b"))
             else:
                 first_line[label] = phase.line_for("label")
-        has_target, has_deploy = "target" in phase.lines, "deploy" in phase.lines
-        if has_target and has_deploy:
-            problems.append(Problem(phase.line_for("deploy"),
-                                    f"{where}: give either target (a running server) or deploy "
-                                    "(loadgen creates one), not both"))
-        elif not has_target and not has_deploy:
-            problems.append(Problem(phase.line, f"{where}: missing target or deploy: say which "
-                                                "server this phase measures"))
+        given = [key for key in ("target", "deploy", "server") if key in phase.lines]
+        if len(given) > 1:
+            problems.append(Problem(phase.line_for(given[1]),
+                                    f"{where}: give one of target (a running server), deploy "
+                                    "(a SageMaker endpoint loadgen creates) or server (a "
+                                    f"process loadgen starts), not {' and '.join(given)}"))
+        elif not given:
+            problems.append(Problem(phase.line, f"{where}: missing target, deploy or server: "
+                                                "say which server this phase measures"))
+        server = phase.get("server")
+        if server is not None:
+            _check_server(server, phase.get("model"), where, problems)
         target = phase.get("target")
         if target is not None and not str(target.get("url", "")).startswith("sagemaker://"):
             for key in TargetSpec(**{**target.values, "url": None}).given_sagemaker_options():
@@ -79,6 +84,29 @@ def _check_phases(phases: list[Block], problems: list[Problem]) -> None:
         if deploy is not None and "model_id" not in deploy.values and "model" not in phase.values:
             problems.append(Problem(deploy.line, f"{where}.deploy: missing model_id (or the "
                                                  "phase's model): the checkpoint to serve"))
+
+
+def _check_server(server: Block, model: str | None, where: str,
+                  problems: list[Problem]) -> None:
+    """What :func:`loadgen.servers.spec_problems` finds, at the server block's lines."""
+    from ..servers.spec import spec_problems
+
+    if "command" not in server.values:
+        return  # missing or unreadable: reported already
+    for message in spec_problems(_server_values(server, model)):
+        key = next((k for k, word in (("host", "host"), ("port", "port"), ("env", "environment"),
+                                      ("command", "command")) if word in message), "command")
+        problems.append(Problem(server.line_for(key), f"{where}.server: {message}"))
+
+
+def _server_values(server: Block, model: str | None) -> dict:
+    """A server block as ServerSpec keywords (the phase's model when it names none)."""
+    values = dict(server.values)
+    spec = {"command": values["command"], "model": values.get("model", model),
+            "env": values.get("env", {}), "host": values.get("host"),
+            "port": values.get("port"), "ready_timeout_s": values.get("ready_timeout"),
+            "stop_grace_s": values.get("stop_grace")}
+    return {k: v for k, v in spec.items() if v is not None}
 
 
 def _check_measurements(block: Block | None, problems: list[Problem]) -> None:
@@ -138,6 +166,11 @@ def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
     values = dict(block.values)
     target = values.pop("target", None)
     deploy = values.pop("deploy", None)
+    server = values.pop("server", None)
+    if server is not None:
+        s = dict(server.values)
+        s.setdefault("model", values.get("model"))
+        server = PhaseServerBlock(**s)
     if target is not None:
         target = TargetSpec(**target.values)
     if deploy is not None:
@@ -146,7 +179,8 @@ def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
         d.setdefault("instance_type", hardware.instance_type)
         d.setdefault("region", hardware.region)
         deploy = PhaseDeployBlock(**d)
-    return Phase(order_index=index, target=target, deploy=deploy, line=block.line, **values)
+    return Phase(order_index=index, target=target, deploy=deploy, server=server,
+                 line=block.line, **values)
 
 
 def sim_checkpoint(block: Block) -> SimCheckpoint:

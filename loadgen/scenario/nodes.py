@@ -170,6 +170,46 @@ class TextList:
 
 
 @dataclass(frozen=True)
+class Command:
+    """A program and its arguments: a list of texts, or one text split as a shell would
+    split it (quotes respected, nothing expanded: no variables, no globs)."""
+
+    def read(self, ctx: Context, node: Node, where: str) -> Any:
+        import shlex
+
+        if isinstance(node, ScalarNode):
+            value = ctx.scalar(node)
+            if not isinstance(value, str) or not value.strip():
+                ctx.problem(node, f"{where} must be a command: a list such as [vllm, serve, "
+                                  f"'{{model}}'] or a text, got {_describe(value, node)}")
+                return INVALID
+            if message := text_problem(value):
+                ctx.problem(node, f"{where} {message}")
+                return INVALID
+            try:
+                return tuple(shlex.split(value))
+            except ValueError as exc:
+                ctx.problem(node, f"{where}: cannot split {value!r} into arguments ({exc})")
+                return INVALID
+        if not isinstance(node, SequenceNode) or not node.value:
+            ctx.problem(node, f"{where} must be a non-empty list of arguments")
+            return INVALID
+        items = []
+        for item in node.value:
+            value = ctx.scalar(item) if isinstance(item, ScalarNode) else INVALID
+            if isinstance(value, bool) or value is None or value is INVALID \
+                    or not isinstance(value, (str, int, float)):
+                ctx.problem(item, f"each argument of {where} must be a single text or number, "
+                                  f"got {_describe(None if value is INVALID else value, item)}")
+                return INVALID
+            if message := text_problem(str(value)):
+                ctx.problem(item, f"an argument of {where} {message}")
+                return INVALID
+            items.append(item.value if isinstance(value, (int, float)) else value)
+        return tuple(items)
+
+
+@dataclass(frozen=True)
 class TextMap:
     """``KEY: value`` pairs whose values become text (environment variables, tags)."""
 

@@ -1,7 +1,7 @@
 """Run a scenario: its phases in order (A-B-A), each into its own file, then the reports.
 
-For every phase: bring up the server (deploy it, start the simulator, or use the
-running target), run the measurements, write ``DIR/phase-<label>.json``, and tear
+For every phase: bring up the server (deploy it, start its ``server:`` command,
+start the simulator, or use the running target), run the measurements, write ``DIR/phase-<label>.json``, and tear
 down what was brought up, also when the phase fails or the run is stopped. A failed
 phase is recorded (its error is in its file) and the next phases still run; a
 stopped run (Ctrl-C) ends after the current phase's teardown. The reports
@@ -32,6 +32,7 @@ from .phase import (
     read_phase_file,
 )
 from .schema import Phase, Scenario
+from .servers import ServerPool, served
 
 Log = Callable[[str], None]
 SKIPPED = "skipped"
@@ -115,16 +116,21 @@ async def run_scenario(scenario: Scenario, options: RunOptions, *,
     options.out_dir.mkdir(parents=True, exist_ok=True)
     run = ScenarioRun(options.out_dir)
     info = run_metadata(scenario, options)
-    for phase in selected:
-        if control.stopped:
-            break
-        path = phase_file(options.out_dir, phase.label)
-        earlier = read_phase_file(path) if options.resume else None
-        if is_complete(earlier):
-            _note_resumed(earlier, scenario, phase, log)
-            run.outcomes.append(PhaseOutcome(phase.label, SKIPPED, path))
-            continue
-        run.outcomes.append(await run_phase(scenario, phase, options, info, control, log))
+    servers = ServerPool()  # servers phases keep running for later ones (keep_running)
+    try:
+        for phase in selected:
+            if control.stopped:
+                break
+            path = phase_file(options.out_dir, phase.label)
+            earlier = read_phase_file(path) if options.resume else None
+            if is_complete(earlier):
+                _note_resumed(earlier, scenario, phase, log)
+                run.outcomes.append(PhaseOutcome(phase.label, SKIPPED, path))
+                continue
+            run.outcomes.append(await run_phase(scenario, phase, options, info, control, log,
+                                                servers))
+    finally:
+        await servers.stop_all(log)
     run.interrupted = control.stopped
     _write_reports(scenario, run, info, log)
     return run
@@ -138,7 +144,8 @@ def _note_resumed(earlier: dict, scenario: Scenario, phase: Phase, log: Log) -> 
 
 
 async def run_phase(scenario: Scenario, phase: Phase, options: RunOptions, info: dict,
-                    control: RunControl, log: Log) -> PhaseOutcome:
+                    control: RunControl, log: Log,
+                    servers: ServerPool | None = None) -> PhaseOutcome:
     """Measure one phase into its file; the outcome says how it ended."""
     path = phase_file(options.out_dir, phase.label)
     doc = PhaseDoc(path, phase, info)
@@ -147,7 +154,8 @@ async def run_phase(scenario: Scenario, phase: Phase, options: RunOptions, info:
     say(f"phase {phase.order_index + 1}/{len(scenario.phases)}: checkpoint {phase.checkpoint}"
         + (" (SIMULATED)" if options.simulate else ""))
     try:
-        async with _endpoint(scenario, phase, options, doc, control, say) as endpoint:
+        async with _endpoint(scenario, phase, options, doc, control, say,
+                             servers or ServerPool()) as endpoint:
             await Measurer(scenario, phase, endpoint, doc, control, say).run_all()
     except LoadgenError as exc:
         return _failed(doc, phase, str(exc), say)
@@ -168,7 +176,8 @@ def _failed(doc: PhaseDoc, phase: Phase, error: str, say: Log) -> PhaseOutcome:
 
 @contextlib.asynccontextmanager
 async def _endpoint(scenario: Scenario, phase: Phase, options: RunOptions, doc: PhaseDoc,
-                    control: RunControl, log: Log) -> AsyncIterator[Endpoint]:
+                    control: RunControl, log: Log,
+                    servers: ServerPool) -> AsyncIterator[Endpoint]:
     """The server of a phase, up for the duration of the ``async with``."""
     if options.simulate:
         from .simulate import simulated_servers, simulation_block
@@ -177,6 +186,8 @@ async def _endpoint(scenario: Scenario, phase: Phase, options: RunOptions, doc: 
         doc.data["simulation"] = simulation_block(scenario, phase, scale)
         if phase.deploy is not None:
             doc.server["deploy"] = "skipped: simulated run (no AWS calls)"
+        if phase.server is not None:
+            doc.server["managed_server"] = "skipped: simulated run (no server started)"
         async with simulated_servers(scenario, phase, scale) as servers:
             yield Endpoint(servers.url, {}, servers.fidelity_url)
         return
@@ -184,6 +195,11 @@ async def _endpoint(scenario: Scenario, phase: Phase, options: RunOptions, doc: 
         from .deploy import deployed
 
         async with deployed(scenario, phase, options.out_dir, doc, control, log) as endpoint:
+            yield endpoint
+        return
+    if phase.server is not None:
+        async with served(scenario, phase, options.out_dir, doc, control, servers,
+                          log) as endpoint:
             yield endpoint
         return
     assert phase.target is not None

@@ -20,12 +20,14 @@ from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
 from ..runconfig import TargetConfig, default
+from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
 from ..simulator.profile import SimProfile
 from ..slo import parse_slo
 from ..workload.prompts import PromptSource
 from ..workload.settings import WorkloadSettings
 from .nodes import (
     Boolean,
+    Command,
     Integer,
     IntegerList,
     ListOf,
@@ -152,9 +154,19 @@ DEPLOY = Section({
     "tags": TextMap(), "payload_format": Text(one_of(*PAYLOAD_FORMATS)),
 }, required=("image", "role"))
 
+def port_check(value: int) -> str | None:
+    return None if 0 <= value < 65536 else f"must be 1-65535 (0: a free port), got {value}"
+
+
+SERVER = Section({
+    "command": Command(), "model": Text(non_empty), "env": TextMap(), "host": Text(non_empty),
+    "port": Integer(port_check), "ready_timeout": Number(positive),
+    "stop_grace": Number(positive), "keep_running": Boolean(),
+}, required=("command",))
+
 PHASE = Section({
     "label": Text(label_check), "checkpoint": Text(non_empty), "model": Text(non_empty),
-    "target": TARGET, "deploy": DEPLOY, "notes": Text(),
+    "target": TARGET, "deploy": DEPLOY, "server": SERVER, "notes": Text(),
 }, required=("label", "checkpoint"))
 
 
@@ -303,6 +315,23 @@ class PhaseDeployBlock:
 
 
 @dataclass(frozen=True)
+class PhaseServerBlock:
+    """A phase's ``server:`` block: a server loadgen starts before the phase and stops
+    after it (:mod:`loadgen.scenario.servers`; defaults are :mod:`loadgen.servers.spec`'s).
+    ``keep_running``: leave it up for later phases of the same checkpoint (A-B-A with
+    both servers in memory), stopped when the run ends."""
+
+    command: tuple[str, ...]
+    model: str | None = None  # defaults to the phase's model
+    env: dict[str, str] = field(default_factory=dict)
+    host: str | None = None  # user@vm over ssh; None: this machine
+    port: int = DEFAULT_PORT
+    ready_timeout: float = DEFAULT_READY_TIMEOUT_S
+    stop_grace: float = DEFAULT_STOP_GRACE_S
+    keep_running: bool = False
+
+
+@dataclass(frozen=True)
 class Phase:
     label: str
     checkpoint: str
@@ -310,6 +339,7 @@ class Phase:
     model: str | None = None
     target: TargetSpec | None = None
     deploy: PhaseDeployBlock | None = None
+    server: PhaseServerBlock | None = None
     notes: str | None = None
     line: int = 0
 

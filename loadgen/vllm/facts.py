@@ -26,6 +26,14 @@ FACT_KEYS = (
     "kv_cache_tokens",
     "max_concurrency",
     "max_concurrency_tokens_per_request",
+    "vllm_version",
+    "model",
+    "dtype",
+    "quantization",
+    "max_model_len",
+    "cuda_graph_s",
+    "cuda_graph_gib",
+    "engine_init_s",
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -42,6 +50,14 @@ class ServerFacts:
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None  # requests of max_concurrency_tokens_per_request
     max_concurrency_tokens_per_request: int | None = None  # the configured context length
+    vllm_version: str | None = None  # "vLLM API server version", the banner, the engine line
+    model: str | None = None  # the engine config's model= (a hub id or a local path)
+    dtype: str | None = None  # the engine config's dtype= (torch. prefix dropped)
+    quantization: str | None = None  # the engine config's quantization= (None: not quantized)
+    max_model_len: int | None = None  # the engine config's max_seq_len=
+    cuda_graph_s: float | None = None  # "Graph capturing finished in N secs" (GPU only)
+    cuda_graph_gib: float | None = None  # "..., took N GiB" of GPU memory for the graphs
+    engine_init_s: float | None = None  # "init engine (profile, create kv cache, warmup model)"
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {key: getattr(self, key) for key in FACT_KEYS}
@@ -61,6 +77,14 @@ def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+def _text(text: str) -> str:
+    return text.strip("'\"")
+
+
+def _dtype(text: str) -> str:
+    return _text(text).removeprefix("torch.")
+
+
 # (pattern, field names, converters). Searched anywhere in the line, so any prefix
 # (process name, level, timestamp, file:line, CloudWatch wrapper) is fine.
 _LOG_PATTERNS = (
@@ -77,7 +101,26 @@ _LOG_PATTERNS = (
         ("max_concurrency_tokens_per_request", "max_concurrency"),
         (_int, _num),
     ),
+    (re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB"),
+     ("cuda_graph_s", "cuda_graph_gib"), (_num, _num)),
+    (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+     ("engine_init_s",), (_num,)),
+    # "vLLM API server version 0.10.2"; newer ones also print a logo, one of whose lines ends
+    # "█  version 0.32.0" (other libraries' versions in the log never follow "vLLM" or the logo)
+    (re.compile(r"(?:vLLM(?: API server)? version|[█▀▄]\s+version) v?(\d+\.\d+[\w.+-]*)"),
+     ("vllm_version",), (str,)),
+    (re.compile(r"LLM engine \(v(\d+\.\d+[\w.+-]*)\) with config"), ("vllm_version",), (str,)),
+    # The engine's config line: "model='google/gemma-3n-E2B-it', ..., dtype=torch.bfloat16,
+    # max_seq_len=4096, ..., quantization=compressed-tensors, ..."
+    (re.compile(r"with config: .*?\bmodel=('[^']*'|[^,\s]+)"), ("model",), (_text,)),
+    (re.compile(r"with config: .*?\bdtype=([^,\s]+)"), ("dtype",), (_dtype,)),
+    (re.compile(r"with config: .*?\bmax_seq_len=(\d+)"), ("max_model_len",), (_int,)),
+    (re.compile(r"with config: .*?\bquantization=([^,\s]+)"), ("quantization",), (_text,)),
 )
+
+
+# Cheap pre-check: every fact line contains one of these.
+_WORDS = ("took", "KV cache", "oncurrency", "finished in", "version", "with config")
 
 
 def strip_ansi(line: str) -> str:
@@ -89,14 +132,15 @@ def parse_startup_log(lines: Iterable[str]) -> ServerFacts:
     found: dict[str, float | int] = {}
     for raw in lines:
         line = strip_ansi(raw)
-        # Cheap pre-check: every fact line contains one of these words.
-        if "took" not in line and "KV cache" not in line and "oncurrency" not in line:
+        if not any(word in line for word in _WORDS):
             continue
         for pattern, names, converters in _LOG_PATTERNS:
             match = pattern.search(line)
             if match:
                 for name, convert, text in zip(names, converters, match.groups()):
                     found[name] = convert(text)
+    if found.get("quantization") == "None":  # said, and it says "not quantized"
+        del found["quantization"]
     return ServerFacts(**found)
 
 

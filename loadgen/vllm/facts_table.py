@@ -13,6 +13,14 @@ _LABELS = {
     "kv_cache_tokens": ("KV-cache size", "tokens"),
     "max_concurrency": ("Max concurrency", "x"),
     "max_concurrency_tokens_per_request": ("  at tokens per request", "tokens"),
+    "vllm_version": ("vLLM version", ""),
+    "model": ("Model", ""),
+    "dtype": ("dtype", ""),
+    "quantization": ("Quantization", ""),
+    "max_model_len": ("Max model length", "tokens"),
+    "cuda_graph_s": ("CUDA-graph capture", "s"),
+    "cuda_graph_gib": ("  GPU memory for the graphs", "GiB"),
+    "engine_init_s": ("Engine init (profile, KV, warmup)", "s"),
 }
 
 
@@ -23,9 +31,11 @@ def format_facts_table(facts: ServerFacts) -> str:
         label, unit = _LABELS[key]
         if value is None:
             shown = "-"
+        elif isinstance(value, str):
+            shown = value
         elif isinstance(value, int):
             shown = f"{value:,} {unit}"
         else:
             shown = f"{value:,.2f} {unit}"
-        rows.append(f"{label:<32} {shown}")
+        rows.append(f"{label:<34} {shown}")
     return "\n".join(rows)
