@@ -14,7 +14,8 @@ A probe **passes** (:func:`judge`) when, for its level:
 * every percentile SLO (``METRIC:pNN<=V``) is met by the level's histogram percentile;
 * every per-request SLO (``METRIC<=V``) is met by at least :data:`PASS_RATE` (99 %) of
   the completed requests (the level's reading of a per-request limit: its p99);
-* at most :data:`MAX_FAILED` (1 %) of the requests sent failed or were cut off;
+* at most :data:`MAX_FAILED` (1 %) of the requests due failed, were cut off, or were
+  dropped (open loop: due while the in-flight cap was full);
 * its client throughput was steady (:func:`loadgen.timeline.steady_state`), and a
   closed-loop probe ran at least 4 waves (``--duration`` too short fails it).
 
@@ -101,10 +102,10 @@ def judge(level: dict[str, Any], slos: Sequence[SLO]) -> list[str]:
                 shown = "no completed request" if rate is None else f"{rate:.1%} of requests"
                 misses.append(f"{slo.text}: met by {shown} (need {PASS_RATE:.0%})")
     requests = level["requests"]
-    sent = requests["completed"] + requests["failed"] + requests["incomplete"]
-    bad = requests["failed"] + requests["incomplete"]
-    if sent and bad / sent > MAX_FAILED:
-        misses.append(f"{bad} of {sent} requests failed or were cut off")
+    bad = requests["failed"] + requests["incomplete"] + requests.get("dropped", 0)
+    due = requests["completed"] + bad
+    if due and bad / due > MAX_FAILED:
+        misses.append(f"{bad} of {due} requests failed, were cut off or dropped")
     steady = (level.get("timeline") or {}).get("steady") or {}
     if steady.get("steady") is False:
         misses.append(f"unsteady: {steady['reason']}")
@@ -119,7 +120,8 @@ def verdict_inputs(level: LevelResult) -> dict[str, Any]:
     """The parts of a level's results-file dict that :func:`judge` reads (the whole
     :func:`~loadgen.results.level_to_dict` would walk every histogram once more)."""
     c = level.metrics.counts
-    requests = {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete}
+    requests = {"completed": c.completed, "failed": c.failed, "incomplete": c.incomplete,
+                "dropped": c.dropped}
     goodput = (level.slo.to_dict(level.duration_s, level.metrics.hists, c.requests)
                if level.slo is not None else None)
     return {"load": level.load.describe(), "requests": requests, "goodput": goodput,

@@ -8,6 +8,7 @@ levels to choose the next one; nothing mutates a list the runner walks.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol, Sequence
 
 from .engine import LevelResult
@@ -59,9 +60,11 @@ def as_plan(levels: Sequence[Load] | LevelPlan) -> LevelPlan:
     return levels if hasattr(levels, "next_load") else FixedLevels(levels)  # type: ignore
 
 
-def profile_plan(workload: Any, loads: Sequence[Load]) -> LevelPlan | None:
+def profile_plan(workload: Any, loads: Sequence[Load],
+                 ceiling: float | None = None) -> LevelPlan | None:
     """The plan ``workload.profile`` names (None: no profile); ``loads``: the levels the
-    options gave (slo-search starts from the first)."""
+    options gave (slo-search starts from the first); ``ceiling``: the most concurrency a
+    concurrency search may probe (an MCP server's limit; None: no limit)."""
     if workload.profile == "saturation":
         from .saturation import SaturationPlan
 
@@ -69,5 +72,8 @@ def profile_plan(workload: Any, loads: Sequence[Load]) -> LevelPlan | None:
     if workload.profile == "slo-search":
         from .knee import KneePlan, knee_search
 
-        return KneePlan(knee_search(workload, loads))
+        search = knee_search(workload, loads)
+        if ceiling is not None and search.mode == "concurrency":
+            search = dataclasses.replace(search, ceiling=ceiling)
+        return KneePlan(search)
     return None

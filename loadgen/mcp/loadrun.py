@@ -125,10 +125,7 @@ class LoadRequest:
     def plan(self, ceiling: int) -> LevelPlan | None:
         """The profile's level plan (None: the listed levels); a concurrency search never
         probes above ``ceiling``."""
-        plan = profile_plan(self.workload(), self.loads())
-        if plan is not None and not self.rate_search:
-            plan.search = dataclasses.replace(plan.search, ceiling=ceiling)  # type: ignore
-        return plan
+        return profile_plan(self.workload(), self.loads(), ceiling)
 
     def loads(self) -> list[Load]:
         if self.rate:
