@@ -251,7 +251,8 @@ def _server_cells(levels: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[t
     """``KV peak %``, ``waiting peak`` and ``preempt`` (preemptions during the level),
     each only when some level's server exposed it."""
     def peak(lv: dict, series: str) -> float | None:
-        return (((lv.get("server_metrics") or {}).get("summary") or {}).get(series) or {}).get("max")
+        summary = (lv.get("server_metrics") or {}).get("summary") or {}
+        return (summary.get(series) or {}).get("max")
 
     header: list[str] = [name for name, (series, _) in SERVER_COLUMNS.items()
                          if any(peak(lv, series) is not None for lv in levels)]

@@ -142,3 +142,20 @@ def test_scenario_runs_a_knee_search_per_phase(start_sim, tmp_path):
     assert [lv["load"]["concurrency"] for lv in data["measurements"]["knee"]] == [1, 2]
     assert search["probes"][1]["server"]["waiting_peak"] >= 1
     assert any("knee (ttft_ms:p99<=250): concurrency 1" in m for m in messages)
+
+
+def test_slo_search_with_workers_sends_each_probe_to_every_worker(start_sim, tmp_path):
+    """The parent's plan picks each level; the workers measure the load they are sent."""
+    url = start_sim(dataclasses.replace(KNEE_PROFILE, max_num_seqs=2))
+    out = tmp_path / "knee.json"
+    result = CliRunner().invoke(cli, [
+        "sweep", "--target", url, "--profile", "slo-search", "--slo", "ttft_ms:p99<=250",
+        "--concurrency", "2", "--workers", "2", "--output-tokens", "4", "--input-tokens", "16",
+        "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(out.read_bytes())
+    assert [p["load"] for p in data["profile"]["probes"]] == [2, 4, 3]
+    assert data["profile"]["knee"] == 2
+    assert [sum(w["completed"] for w in lv["workers"]) for lv in data["levels"]] == [
+        lv["requests"]["completed"] for lv in data["levels"]]
+    assert all(len(lv["workers"]) == 2 for lv in data["levels"])
