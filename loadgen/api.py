@@ -13,51 +13,53 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
+import sys
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from .atomic import check_writable, rewritable, same_file
 from .config import RequestOptions
 from .engine import LevelResult, RequestIds, RunControl
 from .errors import ConfigError, LoadgenError, RunStopped
-from .levelplan import LevelPlan, as_plan
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .measure import measure_level, measure_on_workers
+from .measurement import Measurement
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
-from .runconfig import RunConfig, TargetConfig, Workers
+from .runconfig import SIMULATOR, RunConfig, TargetConfig, TargetSpec, Workers, build_run
+from .saturation import level_plan, plan_loads
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
 
-# ``target=SIMULATOR``: the built-in vLLM simulator, started in a child process for the run.
-SIMULATOR = "simulator"
+# ``target=SIMULATOR`` ("simulator"): the built-in vLLM simulator, started in a child
+# process for the run (declared with the target: :mod:`loadgen.runconfig`).
 
 
 def pool_size_for(loads: Sequence[Load]) -> int:
-    """Connections needed: the highest concurrency, or the in-flight cap (0 = unlimited)."""
-    sizes = []
-    for load in loads:
-        if isinstance(load, ConstantConcurrency):
-            sizes.append(load.concurrency)
-        else:
-            sizes.append(load.max_in_flight or 0)
-    return 0 if 0 in sizes else max(sizes, default=1)
+    """Connections needed: the most streams of any level, 0 (unlimited) when a level has
+    no cap on them (an open loop without ``max_in_flight``)."""
+    streams = [load.streams for load in loads]
+    return 0 if None in streams else max(streams, default=1)
 
 
-def make_target(url: str, options: RequestOptions = RequestOptions(), pool_size: int = 100,
-                **sagemaker_options) -> Target:
-    """A target for ``http(s)://...`` (OpenAI-compatible) or ``sagemaker://ENDPOINT``."""
-    if url.startswith("sagemaker://"):
+def make_target(url: str | TargetSpec, options: RequestOptions = RequestOptions(),
+                pool_size: int = 100, **sagemaker_options) -> Target:
+    """A target for ``http(s)://...`` (OpenAI-compatible) or ``sagemaker://ENDPOINT`` (a
+    URL, with SageMaker options as keywords, or a :class:`TargetSpec`)."""
+    spec = url if isinstance(url, TargetSpec) else TargetSpec(url, **sagemaker_options)
+    if spec.kind == SIMULATOR:
+        raise ConfigError("make_target needs the simulator's URL: start it first")
+    if spec.is_sagemaker:
         from .targets.sagemaker import SageMakerTarget
 
-        return SageMakerTarget.from_url(url, options, pool_size=pool_size or 1000,
-                                        **sagemaker_options)
-    TargetConfig(url, **sagemaker_options).check()
+        return SageMakerTarget(spec.endpoint_name, options, pool_size=pool_size or 1000,
+                               **spec.sagemaker_options())
     from .targets.openai_http import OpenAIHTTPTarget
 
-    return OpenAIHTTPTarget(url, options, pool_size=pool_size)
+    return OpenAIHTTPTarget(spec.url, options, pool_size=pool_size)
 
 
 @contextlib.asynccontextmanager
@@ -164,28 +166,35 @@ def build_config(target: str | None = None, *, loads: Sequence[Load] = (),
                  stop: StopRule | None = None, options: RequestOptions | None = None,
                  prompts: PromptSource | None = None,
                  workload: WorkloadSettings | None = None,
+                 measurement: Measurement | None = None,
                  server_metrics_interval_s: float | None = _UNSET, workers: Workers = _UNSET,
-                 ray: str | None = None, **sagemaker_options: Any) -> RunConfig:
-    """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet)."""
-    if stop is None:
-        raise ConfigError("give stop=StopRule(requests=N and/or duration_s=S)")
-    known = set(TargetConfig.__dataclass_fields__) - {"url"}
-    unknown = sorted(set(sagemaker_options) - known)
-    if unknown:
-        raise ConfigError(f"unknown keyword(s): {', '.join(unknown)}")
-    defaults = {name: value for name, value in (("server_metrics_interval_s",
-                                                  server_metrics_interval_s),
-                                                 ("workers", workers)) if value is not _UNSET}
-    return RunConfig(loads=tuple(loads), stop=stop,
-                     target=TargetConfig(target, **sagemaker_options),
-                     options=options or RequestOptions(), prompts=prompts,
-                     workload=workload or WorkloadSettings(), ray=ray, **defaults)
+                 ray: str | None = None, **run_options: Any) -> RunConfig:
+    """The :class:`RunConfig` that ``sweep``'s keywords describe (the one place they meet).
+
+    ``run_options`` are the run options by name (:func:`loadgen.runconfig.run_options`:
+    the CLI's options, ``concurrency=[1, 4]``, ``requests=50``, ``slos=["ttft_ms<=500"]``,
+    ``region=...``); the objects (``loads``, ``stop``, ``options``, ``workload``) replace
+    what the names describe. An unknown name is a one-line error."""
+    flat = dict(run_options)
+    for key, value in (("target", target), ("ray", ray), ("workers", workers),
+                       ("server_metrics_interval_s", server_metrics_interval_s)):
+        if value is not _UNSET and value is not None:
+            flat[key] = value
+    config = build_run(flat, where="keyword")
+    replaced = {name: value for name, value in (("stop", stop), ("options", options),
+                                                ("workload", workload), ("prompts", prompts),
+                                                ("measurement", measurement))
+                if value is not None}
+    if loads:
+        replaced["loads"] = tuple(loads)
+    return dataclasses.replace(config, **replaced) if replaced else config
 
 
-async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] | LevelPlan = (),
+async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (),
                 stop: StopRule | None = None, options: RequestOptions | None = None,
                 prompts: PromptSource | None = None,
                 workload: WorkloadSettings | None = None,
+                measurement: Measurement | None = None,
                 out: str | os.PathLike | None = None, control: RunControl | None = None,
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
@@ -194,44 +203,41 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] | L
                 server_metrics_interval_s: float | None = _UNSET,
                 workers: Workers = _UNSET, ray: str | None = None,
                 config: RunConfig | None = None, log: Callable[[str], None] | None = None,
-                **sagemaker_options) -> Results:
+                **run_options: Any) -> Results:
     """Run each load level in turn against ``target``: a URL, a :class:`Target`, or
     ``"simulator"`` (the built-in simulator, in a child process).
 
-    The run is either described by keywords (``loads``, ``stop``, ``options``, ``prompts``,
-    ``server_metrics_interval_s``, ``workers``, ``ray``, SageMaker options) or given whole
-    as ``config=RunConfig(...)``; not both.
+    The run is described by keywords or given whole as ``config=RunConfig(...)``, not both.
+    The keywords are every run option by name, with the CLI's defaults
+    (:func:`loadgen.runconfig.run_options`: ``concurrency=[1, 4]``, ``requests=50``,
+    ``slos=["ttft_ms<=500"]``, ``turns=3``, ``profile="saturation"``, ``region=...``); the
+    objects ``loads``, ``stop``, ``options``, ``workload``, ``measurement`` and ``prompts``
+    replace the part they describe.
 
     Each level is measured separately. With ``out``, the path is checked before any load is
-    sent, and the results file is rewritten after every level (``"partial": true`` until the
-    run ends), so an interrupted run keeps what it measured. If the file cannot be written
-    at the end after all, it goes to a fallback file (``Results.path`` says where,
-    ``write_error`` why). ``on_start(result)`` is called once the target answered its
-    preflight, before any load. Against a vLLM HTTP server, its /metrics facts go to ``server`` and running/waiting
-    requests and KV-cache use are sampled every ``server_metrics_interval_s`` during
-    each level (None: don't). ``workers=N`` (or ``"auto"``) generates each level with N
-    worker processes, ``ray=ADDRESS`` with Ray actors; ``log`` gets their one-line
-    warnings (default: stderr). ``workload`` says what to send (when ``prompts`` is None:
-    synthetic prompts, a tokenizer, a dataset, a trace), which SLOs judge each request, and
-    what to export; traces run in one process only.
+    sent and the file is rewritten after every level (``"partial": true`` until the run
+    ends); if it cannot be written at the end, it goes to a fallback file
+    (``Results.path``, ``write_error``). ``on_start(result)`` is called once the target
+    answered its preflight. Against a vLLM HTTP server its /metrics facts go to ``server``
+    and its gauges are sampled every ``server_metrics_interval_s`` during each level.
+    ``workers``/``ray`` generate each level with worker processes or Ray actors; ``log``
+    gets their one-line warnings (default: stderr).
     """
     given_object = target if target is not None and not isinstance(target, str) else None
-    levels: LevelPlan | None = None
     if config is None:
-        if hasattr(loads, "next_load"):  # a profile: it picks each level as the run goes
-            levels, loads = loads, tuple(loads.bounds())  # type: ignore[union-attr]
         if target is None:
             raise ConfigError('no target: give a URL ("http://host:8000", '
                               '"sagemaker://ENDPOINT"), a Target object, or target="simulator" '
                               "for the built-in simulator")
-        url = None if given_object is not None or target == SIMULATOR else target
-        config = build_config(url, loads=loads, stop=stop,
+        url = None if given_object is not None else target
+        config = build_config(url, loads=loads, stop=stop, measurement=measurement,
                               options=options, prompts=prompts, workload=workload,
                               server_metrics_interval_s=server_metrics_interval_s,
-                              workers=workers, ray=ray, **sagemaker_options)
+                              workers=workers, ray=ray, **run_options)
     else:
         keywords = {"target": target, "loads": loads or None, "stop": stop, "options": options,
-                    "prompts": prompts, "workload": workload, "ray": ray, **sagemaker_options,
+                    "prompts": prompts, "workload": workload, "measurement": measurement,
+                    "ray": ray, **run_options,
                     "server_metrics_interval_s": server_metrics_interval_s, "workers": workers}
         given = [name for name, value in keywords.items() if value not in (None, _UNSET)]
         if given:
@@ -239,7 +245,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] | L
                               "not both")
     result = await run_config(config, target=given_object, out=out, control=control,
                               keep_records=keep_records, on_progress=on_progress,
-                              on_level=on_level, on_start=on_start, log=log, levels=levels)
+                              on_level=on_level, on_start=on_start, log=log)
     return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
                              result.path, result.write_error)
 
@@ -250,17 +256,14 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                      on_progress: Callable[[Load, dict], None] | None = None,
                      on_level: Callable[[LevelResult], None] | None = None,
                      on_start: Callable[[RunResult], None] | None = None,
-                     log: Callable[[str], None] | None = None,
-                     levels: Sequence[Load] | LevelPlan | None = None) -> RunResult:
+                     log: Callable[[str], None] | None = None) -> RunResult:
     """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
     simulator); ``target``: an already built Target to use instead of ``config.target`` (one
-    process only: workers build their own from the URL). ``levels``: the loads to walk
-    instead of ``config.loads``, read as the run goes (a list the caller extends from
-    ``on_level``: the saturation profile). Returns the run with its :class:`LevelResult`
-    objects (``sweep`` turns it into typed :class:`Results`)."""
+    process only: workers build their own from the URL). Returns the run with its
+    :class:`LevelResult` objects (``sweep`` turns it into typed :class:`Results`)."""
     if out is not None:
         check_writable(out)
-        _check_distinct(out, config.workload)
+        _check_distinct(out, config.measurement)
     control = control or RunControl()
     prompts = config.prompts if config.prompts is not None else config.workload.prompt_source()
     config = dataclasses.replace(config, prompts=prompts)
@@ -274,22 +277,21 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
         if target is not None:
             raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
-    plan = as_plan(config.loads if levels is None else levels)
     async with open_for_runs(target or config.target.url or SIMULATOR, options,
-                             pool_size=pool_size_for(plan.bounds()),
+                             pool_size=pool_size_for(plan_loads(config)),
                              sagemaker_options=config.target.sagemaker_options(),
                              control=control,
                              server_facts=bool(config.server_metrics_interval_s)) as opened:
         return await run_on(opened, config, out=out, control=control,
                             keep_records=keep_records, on_progress=on_progress,
-                            on_level=on_level, on_start=on_start, log=log, levels=levels)
+                            on_level=on_level, on_start=on_start, log=log)
 
 
-def _check_distinct(out: str | os.PathLike, workload: WorkloadSettings) -> None:
+def _check_distinct(out: str | os.PathLike, measurement: Measurement) -> None:
     """An export written into the results file would destroy both: refuse before any load."""
-    if workload.save_requests and same_file(out, workload.save_requests):
-        raise ConfigError(f"--save-requests {workload.save_requests} and --out {out} are the "
-                          "same file; give each its own path")
+    if measurement.save_requests and same_file(out, measurement.save_requests):
+        raise ConfigError(f"--save-requests {measurement.save_requests} and --out {out} are "
+                          "the same file; give each its own path")
 
 
 def _to_stderr(line: str) -> None:
@@ -307,13 +309,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                  on_progress: Callable[[Load, dict], None] | None = None,
                  on_level: Callable[[LevelResult], None] | None = None,
                  on_start: Callable[[RunResult], None] | None = None,
-                 log: Callable[[str], None] | None = None,
-                 levels: Sequence[Load] | LevelPlan | None = None) -> RunResult:
+                 log: Callable[[str], None] | None = None) -> RunResult:
     """Run ``config``'s levels on a target already opened (:func:`open_for_runs`, with
     the run's request options): :func:`run_config` without the preflight and the server
     facts, which ``opened`` has. With ``config.workers`` > 1 (or Ray) the workers still
     open their own targets from the URL; the levels' /metrics are sampled from here."""
-    plan = as_plan(config.loads if levels is None else levels)
+    plan = level_plan(config)
     control = control or RunControl()
     workload = config.workload
     prompts = config.prompts if config.prompts is not None else workload.prompt_source()
@@ -329,48 +330,47 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
-        exports = stack.enter_context(workload.open_exports(log or _to_stderr))  # after preflight
+        exports = stack.enter_context(  # after the preflight
+            config.measurement.open_exports(log or _to_stderr))
         result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
                            simulated=opened.simulated, server=dict(opened.server))
-        result.extra["workload"] = workload.describe(
-            prompts if isinstance(prompts, PromptSource) else None)
+        result.extra["workload"] = {**workload.describe(
+            prompts if isinstance(prompts, PromptSource) else None),
+            **config.measurement.describe()}
         if pool is not None:
             result.extra["workers"] = pool.describe()
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
         stream = PromptStream(prompts)
         measure = functools.partial(
             measure_level, sample_url=sample_url,
-            interval_s=config.server_metrics_interval_s or 1.0,
+            interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
-            slos=workload.slos, sinks=exports.sinks)
+            slos=config.measurement.slos, sinks=exports.sinks)
         for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
             (log or _to_stderr)(f"warning: {warning}")
         if on_start:
             on_start(result)
-        load = plan.next_load(result.levels)
-        while load is not None:
-            if control.stopped or (pool is not None and pool.broken):
+        for index in itertools.count():
+            load = plan.next_level(index)
+            if load is None or control.stopped or (pool is not None and pool.broken):
                 break
-            index = len(result.levels)
-            stop = plan.stop_for(load, config.stop)
             progress = (lambda snap, _l=load: on_progress(_l, snap)) if on_progress else None
             if pool is None and getattr(prompts, "tokenizer", None) is not None:
-                stream.prefill(prefill_count(load, stop),  # off the level's clock
+                stream.prefill(prefill_count(load, config.stop),  # off the level's clock
                                start=opened.ids.prompts)
             exports.begin_level(index + 1, load)
             if pool is not None:
-                level = await measure_on_workers(pool, index, load,
-                                                 dataclasses.replace(config, stop=stop),
-                                                 sample_url, control, progress, exports)
+                level = await measure_on_workers(pool, index, load, config, sample_url, control,
+                                                 progress, exports)
                 result.extra["workers"] = pool.describe()
             else:
-                level = await measure(opened.target, load, on_progress=progress, stop=stop)
+                level = await measure(opened.target, load, on_progress=progress)
             exports.end_level()
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
-            load = plan.next_load(result.levels)  # a profile reads the level just measured
-            if plan.describe() is not None:
+            plan.measured(level)
+            if hasattr(plan, "describe"):  # a search: where it stands, in the file
                 result.extra["profile"] = plan.describe()
             if exports.sinks:
                 result.extra["exports"] = exports.describe()
@@ -378,12 +378,14 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                 result.save(out)
             if on_level:
                 on_level(level)
+        if hasattr(plan, "describe"):  # how the search ended (it decided after the last level)
+            result.extra["profile"] = plan.describe()
         exports.close()  # its last writes can fail too: the results file says so
         if exports.sinks:
             result.extra["exports"] = exports.describe()
         result.target = opened.target.describe()
         result.finished_at = now_iso()
-        result.partial = (control.stopped or load is not None
+        result.partial = (control.stopped or plan.next_level(len(result.levels)) is not None
                           or any(level.partial for level in result.levels))
         if out is not None:
             result.save(out)
@@ -401,4 +403,4 @@ async def run(target: str | Target | None = None, *, load: Load | None = None,
 __all__ = ["sweep", "run", "run_config", "run_on", "open_for_runs", "OpenedTarget",
            "build_config", "make_target", "SIMULATOR", "RunConfig", "TargetConfig",
            "ConstantConcurrency", "ArrivalRate", "StopRule", "RequestOptions", "PromptSource",
-           "RunControl", "WorkloadSettings"]
+           "RunControl", "WorkloadSettings", "Measurement"]

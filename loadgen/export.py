@@ -41,7 +41,7 @@ from hdrh.log import HistogramLogWriter
 from .atomic import open_for_writing
 from .errors import ConfigError
 from .load import Load
-from .metrics import ALL_METRICS, LevelMetrics, decode_histogram, new_histogram
+from .metrics import ALL_METRICS, LevelMetrics, decode_histogram, new_histogram, request_metrics
 from .record import RequestRecord
 from .slo import SLO, is_good
 
@@ -71,6 +71,7 @@ class RequestRows:
         row = {**self._level, **{f.name: getattr(record, f.name)
                                  for f in dataclasses.fields(record)}}
         row.pop("text", None)  # generated text stays out: the export is about timing
+        row.update(request_metrics(record))  # derived, next to the raw timestamps
         if self.slos:
             row["good"] = is_good(record, self.slos)
         return orjson.dumps(row).decode() + "\n"
@@ -89,7 +90,9 @@ class RequestRows:
 
 class RequestLog:
     """Streams one JSON line per finished request to ``path`` (this process's requests,
-    or lines made by workers: :meth:`write_rows`)."""
+    or lines made by workers: :meth:`write_rows`): its raw record (timestamps in ns, tokens,
+    error) and its derived metrics (:func:`loadgen.metrics.request_metrics`: ttft_ms,
+    e2e_ms, tpot_ms, decode_tokens_per_s, itl_mean_ms, itl_max_ms, error)."""
 
     def __init__(self, path: str | Path, slos: Sequence[SLO] = ()) -> None:
         self.path = Path(path)

@@ -1,12 +1,13 @@
 """``--profile slo-search``: the highest load that still meets every SLO (the knee).
 
-The search probes one level at a time (a :class:`~loadgen.levelplan.LevelPlan`): closed
-loop concurrency, or open-loop rate with ``--rate-search``. It starts at ``start`` (the
+The search probes one level at a time (a level plan, see
+:func:`loadgen.saturation.level_plan`): closed-loop concurrency, or open-loop rate with
+``--rate-search``. It starts at ``start`` (the
 first ``--concurrency``/``--rate``, default 1) and **doubles** until a probe fails, then
 **bisects** between the highest passing and the lowest failing load. It stops when the
 bracket is within ``precision`` of its lower end (``(high − low) / low ≤ precision``;
-concurrency: also when ``high − low ≤ 1``), after ``max_probes`` probes, or when a
-``ceiling`` (an MCP server's concurrency limit) passes. When the
+concurrency: also when ``high − low ≤ 1``), after ``max_probes`` probes, or when
+``--search-ceiling`` (MCP: the server's concurrency limit) passes. When the
 first probe already fails, rates halve until one passes (concurrency 1 failing: no knee).
 
 A probe **passes** (:func:`judge`) when, for its level:
@@ -30,7 +31,7 @@ from typing import Any, Sequence
 
 from .engine import LevelResult
 from .errors import ConfigError
-from .load import MIN_WAVES, ArrivalRate, ConstantConcurrency, Load, StopRule
+from .load import MIN_WAVES, ArrivalRate, ConstantConcurrency, Load
 from .slo import SLO
 from .vllm.server_metrics import peaks
 
@@ -63,14 +64,17 @@ class KneeSearch:
             raise ConfigError(f"the search's first load must be > 0 (got {self.start:g})")
 
     def load(self, value: float) -> Load:
+        """A probe: at least :data:`MIN_WAVES` waves of a concurrency whatever the stop
+        rule's count (a ``--duration`` too short for them fails the probe)."""
         if self.mode == CONCURRENCY:
-            return ConstantConcurrency(int(value))
+            return ConstantConcurrency(int(value), min_requests=MIN_WAVES * int(value))
         return ArrivalRate(round(value, 4), self.arrival, seed=self.seed)
 
 
-def knee_search(workload: Any, loads: Sequence[Load] = ()) -> KneeSearch:
-    """The search a :class:`~loadgen.workload.settings.WorkloadSettings` describes; its
-    first load comes from ``loads`` (the first given --concurrency or --rate), else 1."""
+def knee_search(measurement: Any, loads: Sequence[Load] = ()) -> KneeSearch:
+    """The search a :class:`~loadgen.measurement.Measurement` describes; its first load
+    comes from ``loads`` (the first given --concurrency or --rate), else 1."""
+    workload = measurement
     first = loads[0] if loads else None
     mode = RATE if workload.rate_search else CONCURRENCY
     start: float = 1
@@ -80,7 +84,8 @@ def knee_search(workload: Any, loads: Sequence[Load] = ()) -> KneeSearch:
         start = first.concurrency
     arrival = first.arrival if isinstance(first, ArrivalRate) else "constant"
     return KneeSearch(tuple(workload.slos), mode, start, workload.search_precision,
-                      workload.max_probes, arrival, workload.seed)
+                      workload.max_probes, arrival, getattr(first, "seed", 0),
+                      measurement.search_ceiling if mode == CONCURRENCY else None)
 
 
 def load_value(load: Load) -> float:
@@ -135,31 +140,35 @@ class KneePlan:
         self.search = search
         self.probes: list[dict[str, Any]] = []
         self.stopped: str | None = None
+        self._chosen: list[Load | None] = []  # the load chosen for each level index
 
     @property
-    def planned(self) -> int:
+    def total(self) -> int:
+        """Levels it may run, at most (progress display)."""
         return self.search.max_probes
 
-    def bounds(self) -> Sequence[Load]:
+    def bounds(self) -> list[Load]:
+        """The most streams it may ask for (the connection pool's size)."""
         if self.search.ceiling is not None:
             return [self.search.load(self.search.ceiling)]
         if self.search.mode == RATE:
             return [self.search.load(self.search.start)]  # no in-flight cap: unlimited pool
         return [self.search.load(self.search.start * 2 ** (self.search.max_probes - 1))]
 
-    def stop_for(self, load: Load, stop: StopRule) -> StopRule:
-        """At least :data:`MIN_WAVES` waves per closed-loop probe when it ends by count."""
-        if isinstance(load, ConstantConcurrency) and stop.duration_s is None:
-            waves = MIN_WAVES * load.concurrency
-            return StopRule(max(stop.requests or 0, waves), None, stop.warmup,
-                            stop.graceful_stop_s, stop.ramp_up_s)
-        return stop
+    def next_level(self, index: int) -> Load | None:
+        """The load of level ``index`` (the run asks again for the same index: the same
+        answer), chosen from the probes measured so far."""
+        while len(self._chosen) <= index:
+            if len(self._chosen) > len(self.probes):
+                return None  # asked beyond the next level before it was measured
+            value = self._next_value()
+            self._chosen.append(None if value is None else self.search.load(value))
+            if value is None:
+                break
+        return self._chosen[index] if index < len(self._chosen) else None
 
-    def next_load(self, done: Sequence[LevelResult]) -> Load | None:
-        for level in done[len(self.probes):]:
-            self._record(level)
-        value = self._next_value()
-        return None if value is None else self.search.load(value)
+    def measured(self, level: LevelResult) -> None:
+        self._record(level)
 
     def _record(self, level: LevelResult) -> None:
         data = verdict_inputs(level)

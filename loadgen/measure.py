@@ -14,7 +14,7 @@ from .runconfig import RunConfig
 from .targets.base import Target
 from .timeline import ClientTimeline, timeline_section
 from .vllm.server_metrics import ServerMetricsSampler
-from .workload.settings import Exports
+from .measurement import Exports
 
 if TYPE_CHECKING:
     from .workers import WorkerPool

@@ -302,6 +302,26 @@ def request_latencies(rec: RequestRecord) -> dict[str, int]:
     return out
 
 
+def request_metrics(rec: RequestRecord) -> dict[str, float | int | str | None]:
+    """One request's derived metrics in reported units (ms, tokens/s), by the formulas
+    above: what ``--save-requests`` writes next to the raw timestamps. ttft/e2e/tpot/decode
+    only for a completed request (as the level's), ITL mean and max over its content-chunk
+    gaps (any request that streamed two chunks); ``error``: its error type, "incomplete",
+    or None."""
+    out: dict[str, float | int | str | None] = dict.fromkeys(
+        ("ttft_ms", "e2e_ms", "tpot_ms", "decode_tokens_per_s", "itl_mean_ms", "itl_max_ms"))
+    if rec.ok:
+        for metric, value in request_latencies(rec).items():
+            out[metric] = value * UNIT_SCALE[metric]
+    gaps = [b - a for a, b in zip(rec.content_ns, rec.content_ns[1:])]
+    if gaps:
+        out["itl_mean_ms"] = sum(gaps) / len(gaps) / 1e6
+        out["itl_max_ms"] = max(gaps) / 1e6
+    out["output_tokens"] = rec.output_tokens
+    out["error"] = "incomplete" if rec.incomplete else rec.error_type
+    return out
+
+
 def decode_histogram(encoded: str) -> HdrHistogram:
     """Inverse of :meth:`LevelMetrics.encoded`; histograms of levels/runs can be ``add``-ed."""
     return HdrHistogram.decode(encoded)

@@ -271,16 +271,44 @@ def _server_cells(levels: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[t
     return tuple(header) + (("preempt",) if with_preempt else ()), rows
 
 
-def format_table(levels: list[dict[str, Any]]) -> str:
-    """Plain-text table, one row per level; the header names each column's statistic and unit."""
-    header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
-    server_header, server_rows = _server_cells(levels)
-    header += server_header
-    rows = [header, *(row + extra for row, extra in zip(table_rows(levels), server_rows))]
+TURN_COLUMNS = ("load", "turn", "ok/fail", "in tok/req", "TTFT p50 ms", "TTFT p99 ms",
+                "ITL p50 ms", "e2e p50 ms")
+
+
+def turn_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """Multi-turn runs (--turns): one row per level and turn number (the results' ``turns``)."""
+    rows = []
+    for lv in levels:
+        for turn in lv.get("turns") or ():
+            done = turn["completed"] + turn["failed"] + turn["incomplete"]
+            rows.append((load_label(lv["load"]), str(turn["turn"]),
+                         f"{turn['completed']}/{turn['failed']}",
+                         _fmt(turn["input_tokens"] / done if done else None, 0),
+                         _fmt(turn["ttft_ms"]["p50"]), _p99(turn["ttft_ms"]),
+                         _fmt(turn["itl_ms"]["p50"], 2), _fmt(turn["e2e_ms"]["p50"])))
+    return rows
+
+
+def _aligned(header: tuple[str, ...], body: list[tuple[str, ...]]) -> list[str]:
+    rows = [header, *body]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w)
                        in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if any(cell.endswith(FEW_SAMPLES_MARK) for row in rows[1:] for cell in row):
+    return lines
+
+
+def format_table(levels: list[dict[str, Any]]) -> str:
+    """Plain-text table, one row per level; the header names each column's statistic and unit.
+    A multi-turn run adds a table per turn number (input grows with the history)."""
+    header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
+    server_header, server_rows = _server_cells(levels)
+    header += server_header
+    body = [row + extra for row, extra in zip(table_rows(levels), server_rows)]
+    turns = turn_rows(levels)
+    lines = _aligned(header, body)
+    if turns:
+        lines += ["", "per turn:", *_aligned(TURN_COLUMNS, turns)]
+    if any(cell.endswith(FEW_SAMPLES_MARK) for row in body + turns for cell in row):
         lines.append(FEW_SAMPLES_NOTE)
     return "\n".join(lines)

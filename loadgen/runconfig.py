@@ -1,12 +1,17 @@
-"""One typed description of a run: what the CLI, the API and scenarios build, and what
-every worker process (or Ray actor) receives.
+"""One typed description of a run: what the CLI, the API, MCP and scenarios build, and
+what every worker process (or Ray actor) receives.
 
-Every default lives on a dataclass field, once: :class:`~loadgen.config.RequestOptions`
-and :class:`~loadgen.config.Timeouts` (the request), :class:`~loadgen.workload.prompts.PromptSource`
-(the prompts), :class:`~loadgen.load.StopRule` and the load models (when a level ends,
-how it is driven), :class:`TargetConfig` and :class:`RunConfig` here. The CLI reads its
-option defaults from these fields (:func:`default`), so a default changed here changes
-everywhere. Every part is a frozen dataclass of plain values: a RunConfig pickles.
+A run is described by frozen dataclasses, one per concept: :class:`TargetSpec` (where),
+:class:`~loadgen.config.RequestOptions` and :class:`~loadgen.config.Timeouts` (each
+request), :class:`~loadgen.load.Levels` (the load levels), :class:`~loadgen.load.StopRule`
+(when a level ends), :class:`~loadgen.workload.settings.WorkloadSettings` (prompts,
+datasets, traces), :class:`~loadgen.measurement.Measurement` (SLOs, exports, profile) and
+:class:`RunConfig` (processes, sampling).
+Every option is one field of one of them, declared with :func:`loadgen.option.option`;
+:data:`RUN_PARTS` lists them in order and :func:`run_options` flattens them, so the front
+doors (CLI, MCP ``start_run``, scenario ``request:``, API keywords) are generated from the
+one list and :func:`build_run` turns any front door's values into a RunConfig.
+Every part is a frozen dataclass of plain values: a RunConfig pickles.
 """
 
 from __future__ import annotations
@@ -14,75 +19,26 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
-from .bounds import host_problem, text_problem
-from .config import RequestOptions
+from .config import RequestOptions, Timeouts
 from .errors import ConfigError
-from .load import DEFAULT_REQUESTS, ArrivalRate, ConstantConcurrency, Load, StopRule
+from .load import (
+    DEFAULT_REQUESTS,
+    ArrivalRate,
+    ConstantConcurrency,
+    Levels,
+    Load,
+    StopRule,
+)
+from .measurement import Measurement
+from .option import OptionField, default, option, option_fields
+from .targetspec import SIMULATOR, TargetSpec, target_kind
 from .workload.prompts import PromptSource
 from .workload.settings import WorkloadSettings
 
-# What one worker process is asked to drive at most when ``workers="auto"`` sizes a run.
-STREAMS_PER_WORKER = 256
-ARRIVALS_PER_S_PER_WORKER = 50.0
-
 Workers = Union[int, str]  # a count, or "auto"
-
-
-def default(cls: type, name: str) -> Any:
-    """The default of field ``name`` of dataclass ``cls``: click options read theirs here."""
-    for f in dataclasses.fields(cls):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            break
-    raise KeyError(f"{cls.__name__}.{name} has no default")
-
-
-@dataclass(frozen=True)
-class TargetConfig:
-    """Where requests go. ``url`` None: the built-in simulator (started by the run).
-
-    The other fields only apply to ``sagemaker://`` URLs; giving one for an HTTP URL is an
-    error (see :meth:`check`).
-    """
-
-    url: str | None = None
-    region: str | None = None
-    endpoint_url: str | None = None
-    inference_component: str | None = None
-    custom_attributes: str | None = None
-    target_variant: str | None = None
-    payload_format: str = "auto"
-
-    @property
-    def is_sagemaker(self) -> bool:
-        return bool(self.url) and self.url.startswith("sagemaker://")
-
-    def given_sagemaker_options(self) -> list[str]:
-        """Names of the SageMaker-only fields that were set (``payload_format`` "auto" is unset)."""
-        return [f.name for f in dataclasses.fields(self) if f.name != "url"
-                and getattr(self, f.name) not in (None, "auto")]
-
-    def check(self) -> "TargetConfig":
-        http_url = self.url is not None and not self.is_sagemaker
-        if http_url and (message := text_problem(self.url) or host_problem(self.url)):
-            raise ConfigError(f"--target {message}; give a URL like http://127.0.0.1:8000")
-        given = self.given_sagemaker_options()
-        if given and not self.is_sagemaker:
-            flags = ", ".join("--" + name.replace("_", "-") for name in given)
-            raise ConfigError(f"{flags} only apply to sagemaker:// targets")
-        return self
-
-    def sagemaker_options(self) -> dict[str, Any]:
-        """Keyword arguments for a SageMaker target ({} for HTTP URLs)."""
-        if not self.is_sagemaker:
-            return {}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "url" and getattr(self, f.name) is not None}
+TargetConfig = TargetSpec  # its earlier name
 
 
 @dataclass(frozen=True)
@@ -96,18 +52,31 @@ class RunConfig:
 
     loads: tuple[Load, ...]
     stop: StopRule
-    target: TargetConfig = TargetConfig()
+    target: TargetSpec = TargetSpec()
     options: RequestOptions = RequestOptions()
     prompts: PromptSource | None = None  # None: the workload's (synthetic, dataset, trace)
     workload: WorkloadSettings = WorkloadSettings()
-    server_metrics_interval_s: float | None = 1.0  # None: don't sample vLLM /metrics
-    workers: Workers = 1
-    ray: str | None = None
+    measurement: Measurement = Measurement()
+    # None (or 0): don't sample vLLM /metrics
+    server_metrics_interval_s: float | None = option(
+        1.0, "Measurement and output", "vLLM HTTP targets: sample /metrics every S seconds "
+        "during each level (0: off).", metavar="S", low=0,
+        flag="--server-metrics-interval")
+    workers: Workers = option(1, "Load generator processes", "Worker processes generating the "
+                              "load (auto: min(cores - 1, what the load needs)). Results are "
+                              "merged into one file.", metavar="N|auto",
+                              convert=lambda v: parse_workers(v))
+    ray: str | None = option(None, "Load generator processes", "Generate the load with Ray "
+                             "actors: 'auto' (the cluster the environment points at), 'local' "
+                             "(start one) or ray://HOST:PORT. Needs loadgen[ray].",
+                             metavar="ADDRESS")
 
     def __post_init__(self) -> None:
         if not self.loads:
             raise ConfigError("give at least one load level (--concurrency or --rate)")
         object.__setattr__(self, "loads", tuple(self.loads))
+        if not self.server_metrics_interval_s:
+            object.__setattr__(self, "server_metrics_interval_s", None)
         self.target.check()
         check_workers(self.workers)
 
@@ -119,10 +88,8 @@ class RunConfig:
         """This run for worker processes: ``prompts`` (a :class:`PromptSource`) with one
         salt, chosen here, so every worker makes the same prompt for a request index.
         What cannot be split across processes yet is a one-line error."""
-        workload = self.workload
-        unsplittable = [(workload.trace or not isinstance(prompts, PromptSource), "--trace"),
-                        (workload.profile == "saturation", "--profile saturation")]
-        given = [flag for bad, flag in unsplittable if bad]
+        given = (["--trace"] if self.workload.trace or not isinstance(prompts, PromptSource)
+                 else []) + self.measurement.one_process_only
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
@@ -142,8 +109,11 @@ def check_workers(workers: Workers) -> None:
         raise ConfigError(f"--workers must be a whole number >= 1 or 'auto' (got {workers!r})")
 
 
-def parse_workers(text: str) -> Workers:
-    """The ``--workers`` option's value: ``N`` or ``auto``."""
+def parse_workers(text: str | int) -> Workers:
+    """The ``--workers`` option's value: ``N`` or ``auto`` (a number may come as one)."""
+    if not isinstance(text, str):
+        check_workers(text)
+        return text
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -155,20 +125,102 @@ def parse_workers(text: str) -> Workers:
 
 
 def auto_workers(loads: Sequence[Load], cores: int) -> int:
-    """min(cores − 1, what the heaviest level needs), at least 1.
-
-    A level needs one worker per :data:`STREAMS_PER_WORKER` concurrent streams (closed
-    loop) or per :data:`ARRIVALS_PER_S_PER_WORKER` arrivals/s (open loop).
-    """
-    needed = 1
-    for load in loads:
-        if isinstance(load, ConstantConcurrency):
-            need = -(-load.concurrency // STREAMS_PER_WORKER)
-        else:
-            need = int(-(-load.rate // ARRIVALS_PER_S_PER_WORKER))
-        needed = max(needed, need)
+    """min(cores − 1, what the heaviest level needs), at least 1: each load says what it
+    needs (one worker per :data:`~loadgen.load.STREAMS_PER_WORKER` streams, or per
+    :data:`~loadgen.load.ARRIVALS_PER_S_PER_WORKER` arrivals/s)."""
+    needed = max((load.workers_needed() for load in loads), default=1)
     return max(1, min(cores - 1, needed))
 
 
-__all__ = ["RunConfig", "TargetConfig", "DEFAULT_REQUESTS", "default", "parse_workers",
-           "auto_workers", "ArrivalRate", "ConstantConcurrency", "StopRule"]
+# The run description's parts, in --help order within each group: (where in the RunConfig
+# build the values go, the dataclass declaring them). A new option is a new field on one.
+RUN_PARTS: tuple[tuple[str, type], ...] = (
+    ("target", TargetSpec), ("options", RequestOptions), ("levels", Levels),
+    ("stop", StopRule), ("workload", WorkloadSettings), ("timeouts", Timeouts),
+    ("measurement", Measurement), ("run", RunConfig))
+
+
+def run_options() -> list[OptionField]:
+    """Every run option, flattened: the list each front door is generated from."""
+    fields = [f for part, cls in RUN_PARTS for f in option_fields(part, cls)]
+    keys = [f.key for f in fields]
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:  # a concept declared twice
+        raise AssertionError(f"run options declared twice: {duplicated}")
+    return fields
+
+
+def option_defaults() -> dict[str, Any]:
+    """Every run option's public default, by key."""
+    return {f.key: f.public_default() for f in run_options()}
+
+
+def build_run(values: Mapping[str, Any] | None = None, *, where: str = "option",
+              **more: Any) -> RunConfig:
+    """The :class:`RunConfig` that public option values describe (keys as in
+    :func:`run_options`; missing ones take their defaults). Each value is checked against
+    its field's type, bounds and choices; an unknown key is a one-line error naming the
+    accepted ones. A trace replaces the levels with its replay."""
+    given = {**(values or {}), **more}
+    fields = run_options()
+    known = {f.key for f in fields}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ConfigError(f"unknown {where}(s): {', '.join(unknown)} (accepted: "
+                          f"{', '.join(sorted(known))})")
+    parts: dict[str, dict[str, Any]] = {part: {} for part, _ in RUN_PARTS}
+    for f in fields:
+        if f.key in given:
+            parts[f.part][f.name] = f.value(given[f.key], f.flag if where == "option" else None)
+    workload = WorkloadSettings(**parts["workload"])
+    measurement = Measurement(**parts["measurement"])
+    stop = StopRule(**parts["stop"])
+    loads = choose_levels(Levels(**parts["levels"]), workload, measurement, stop)
+    options = RequestOptions(**parts["options"], timeouts=Timeouts(**parts["timeouts"]))
+    return RunConfig(loads=tuple(loads), stop=stop,
+                     target=TargetSpec(**parts["target"]), options=options,
+                     workload=workload, measurement=measurement, **parts["run"])
+
+
+def choose_levels(levels: Levels, workload: WorkloadSettings, measurement: Measurement,
+                  stop: StopRule) -> list[Load]:
+    """The run's load levels: a trace's replay, a profile's first (bound) levels, or the
+    level options' own; one-line errors for options that do not go with a trace or profile."""
+    given = bool(levels.concurrency or levels.rate)
+    if workload.trace and measurement.profile:
+        raise ConfigError("use --trace or --profile, not both")
+    if workload.trace:
+        if given:
+            raise ConfigError("--trace replays the trace's own schedule; drop "
+                              "--concurrency/--rate")
+        if stop.ramp_up_s:
+            raise ConfigError("--ramp-up does not apply to --trace (the trace has its own "
+                              "timing)")
+        if stop.warmup:
+            raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
+        return [workload.trace_load()]
+    if measurement.rate_search and measurement.profile != "slo-search":
+        raise ConfigError("--rate-search applies to --profile slo-search")
+    if measurement.profile == "slo-search":  # the first probe: the level options' first
+        loads = levels.loads(workload.seed)
+        if len(loads) > 1:
+            raise ConfigError("--profile slo-search takes one --concurrency (or --rate with "
+                              "--rate-search) to start from, not a list")
+        from .knee import knee_search
+
+        knee_search(measurement, loads)  # one-line errors: no --slo, bad precision, ...
+        return loads
+    if measurement.profile:
+        if given:
+            raise ConfigError("--profile saturation chooses its own levels; drop "
+                              "--concurrency/--rate")
+        from .saturation import bound_levels
+
+        return bound_levels(measurement.saturation_concurrency)
+    return levels.loads(workload.seed)
+
+
+__all__ = ["RunConfig", "TargetSpec", "TargetConfig", "DEFAULT_REQUESTS", "default",
+           "parse_workers", "auto_workers", "ArrivalRate", "ConstantConcurrency", "StopRule",
+           "RUN_PARTS", "run_options", "option_defaults", "build_run", "SIMULATOR",
+           "target_kind"]

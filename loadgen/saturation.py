@@ -1,4 +1,5 @@
-"""``--profile saturation``: find the server's range, then measure rates across it.
+"""The levels a run walks (:func:`level_plan`), and ``--profile saturation``: find the
+server's range, then measure rates across it.
 
 As GuideLLM's "sweep" profile does: a single-stream level (the lowest useful rate) and an
 unthrottled level (``concurrency`` streams at once: the highest rate the server sustains)
@@ -12,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .errors import ConfigError
-from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
-from .results import RunResult, requests_per_s
+from .load import ArrivalRate, ConstantConcurrency, Load
+from .results import requests_per_s
 
 
 def saturation_rates(low_rps: float, high_rps: float, count: int) -> list[float]:
@@ -25,44 +26,73 @@ def saturation_rates(low_rps: float, high_rps: float, count: int) -> list[float]
     return [round(low_rps + step * (i + 1), 4) for i in range(count)]
 
 
-class SaturationPlan:
-    """The profile as a level plan: the two bounds, then ``rates`` rate levels between
-    the request rates the bounds measured."""
+def bound_levels(concurrency: int) -> list[Load]:
+    """The two bound levels: one stream, then ``concurrency`` streams unthrottled. The
+    unthrottled probe runs at least its default request count (several waves of its
+    streams) whatever ``--requests`` says: fewer requests than waves measure no rate."""
+    if concurrency < 2:
+        raise ConfigError(f"--saturation-concurrency must be >= 2 (got {concurrency})")
+    probe = ConstantConcurrency(concurrency)
+    return [ConstantConcurrency(1),
+            ConstantConcurrency(concurrency, min_requests=probe.default_requests())]
 
-    def __init__(self, rates: int = 5, concurrency: int = 64) -> None:
+
+class SaturationLevels:
+    """The levels of a saturation profile as the run goes: the bounds, then (once both are
+    measured) ``rates`` rate levels. The run asks :meth:`next_level` for each level and
+    reports each measured one to :meth:`measured`."""
+
+    def __init__(self, bounds: Sequence[Load], rates: int) -> None:
         if rates < 1:
             raise ConfigError(f"--profile-rates must be >= 1 (got {rates})")
-        if concurrency < 2:
-            raise ConfigError(f"--saturation-concurrency must be >= 2 (got {concurrency})")
+        self.planned: list[Load] = list(bounds)
         self.rates = rates
-        self.concurrency = concurrency
+        self._bound_rps: list[float] = []
 
     @property
-    def planned(self) -> int:
+    def total(self) -> int:
         return 2 + self.rates
 
-    def bounds(self) -> Sequence[Load]:
-        return [ConstantConcurrency(self.concurrency)]
+    def next_level(self, index: int) -> Load | None:
+        return self.planned[index] if index < len(self.planned) else None
 
-    def stop_for(self, load: Load, stop: StopRule) -> StopRule:
-        return stop
-
-    def describe(self) -> dict[str, Any] | None:
-        return None
-
-    def next_load(self, done: Sequence[Any]) -> Load | None:
-        if len(done) < 2:
-            return ConstantConcurrency(1 if not done else self.concurrency)
-        low, high = requests_per_s(done[0]), requests_per_s(done[1])
-        if low <= 0:
-            return None  # nothing completed at one stream: no rates to space
-        rates = saturation_rates(low, high, self.rates)
-        return ArrivalRate(rates[len(done) - 2]) if len(done) - 2 < len(rates) else None
+    def measured(self, level: Any) -> None:
+        if len(self._bound_rps) < 2:
+            self._bound_rps.append(requests_per_s(level))
+            if len(self._bound_rps) == 2 and self._bound_rps[0] > 0:
+                self.planned.extend(ArrivalRate(rate) for rate in
+                                    saturation_rates(*self._bound_rps, self.rates))
 
 
-async def saturation_sweep(target: Any = None, *, rates: int = 5, concurrency: int = 64,
-                           **sweep_kwargs) -> RunResult:
-    """Bounds first (concurrency 1, then ``concurrency``), then ``rates`` rate levels."""
-    from .api import sweep
+class FixedLevels:
+    """A run's levels known up front (as :class:`SaturationLevels`, which chooses them as
+    the run goes): the run asks :meth:`next_level` and reports to :meth:`measured`."""
 
-    return await sweep(target, loads=SaturationPlan(rates, concurrency), **sweep_kwargs)
+    def __init__(self, loads: Sequence[Load]) -> None:
+        self.planned = list(loads)
+        self.total = len(self.planned)
+
+    def next_level(self, index: int) -> Load | None:
+        return self.planned[index] if index < len(self.planned) else None
+
+    def measured(self, level: Any) -> None:
+        pass
+
+
+def level_plan(config: Any) -> Any:
+    """The levels ``config`` (a RunConfig) runs: its loads, or a profile's, chosen as the
+    run goes (``--profile slo-search``: :class:`loadgen.knee.KneePlan`)."""
+    if config.measurement.profile == "saturation":
+        return SaturationLevels(config.loads, config.measurement.profile_rates)
+    if config.measurement.profile == "slo-search":
+        from .knee import KneePlan, knee_search
+
+        return KneePlan(knee_search(config.measurement, config.loads))
+    return FixedLevels(config.loads)
+
+
+def plan_loads(config: Any) -> list[Load]:
+    """The loads that size a run's connection pool: its own, and the most streams its
+    profile may ask for."""
+    plan = level_plan(config)
+    return [*config.loads, *(plan.bounds() if hasattr(plan, "bounds") else ())]

@@ -76,7 +76,7 @@ def test_prompts_file(sim_url, tmp_path):
     (["--target", "ftp://example"], "is not a URL"),
     (["--target", "http://127.0.0.1:1"], "cannot connect"),
     (["--concurrency", "2", "--rate", "3"], "not both"),
-    (["--concurrency", "x"], "comma-separated"),
+    (["--concurrency", "x"], "a number"),
     (["--requests", "0"], "--requests must be >= 1"),
     (["--concurrency", "1,2"], "use `loadgen sweep`"),
     (["--target", "http://127.0.0.1:1", "--region", "us-east-1"], "only apply to sagemaker"),

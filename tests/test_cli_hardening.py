@@ -225,6 +225,8 @@ def test_all_requests_failed_exits_non_zero_and_names_the_errors(start_sim, tmp_
     level = json.loads(out.read_text())["levels"][0]
     assert level["requests"]["errors"] == {"http_500": 3}
     assert level["requests"]["error_messages"]["http_500"]  # what the server said
+    first = level["requests"]["error_messages"]["http_500"][0]
+    assert f"the server said: {first}" in result.output  # ... printed, not only filed
 
 
 def test_non_terminal_progress_prints_the_header_first_and_a_line_per_level(sim_url, tmp_path):

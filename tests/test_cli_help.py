@@ -22,7 +22,7 @@ RUN_GROUPS = ("Target:", "Load (per level):", "Requests:",
 # A numeric option's metavar names its unit; a seed is an identifier, not a quantity.
 UNITS = {"S", "MS", "TOKENS", "REQ/S", "REQUESTS", "STREAMS", "LEVELS", "PREFIXES", "TURNS",
          "TIMES", "FRACTION", "INSTANCES", "EVENTS", "RUNS", "PORT", "USD/H", "LINES"}
-UNITLESS = {"seed"}
+UNITLESS = {"seed", "temperature"}  # identifiers and ratios, not quantities
 
 
 def _help(*args: str) -> str:
@@ -38,8 +38,9 @@ def test_run_and_sweep_help_is_grouped_with_units_and_defaults(command):
     assert positions == sorted(positions)  # in this order
     assert "Other options:" in text and text.index("Other options:") > positions[-1]
     flat = " ".join(text.split())  # help text wraps; compare it as one line
+    rate = "--rate REQ/S[,REQ/S...]" if command == "sweep" else "--rate REQ/S "
     for expected in ("--duration S Seconds per level.", "--timeout S",
-                     "[default: 600.0]", "--rate REQ/S[,REQ/S...]", "requests/s",
+                     "[default: 600.0]", rate, "requests/s",
                      "--input-tokens TOKENS", "[default: 128]", "--max-rate REQ/S",
                      "[default: (no cap)]", "--graceful-stop S", "[default: 30.0]"):
         assert expected in flat, expected
@@ -50,6 +51,13 @@ def test_run_and_sweep_help_is_grouped_with_units_and_defaults(command):
     assert "--payload-format" in sagemaker and "--inference-component" in sagemaker
     default_levels = "[default: (1)]" if command == "run" else "[default: (1,4,16)]"
     assert default_levels in flat
+
+
+def test_run_help_lists_no_option_run_rejects():
+    """run measures one level: no comma lists, no profile (sweep's)."""
+    run_help, sweep_help = _help("run"), _help("sweep")
+    for sweep_only in ("--profile", "--profile-rates", "--saturation-concurrency", "[,"):
+        assert sweep_only not in run_help and sweep_only in sweep_help
 
 
 @pytest.mark.parametrize("command", ["run", "sweep"])

@@ -18,11 +18,11 @@ from loadgen.slo import parse_slo
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
 
-def sweep(url, concurrencies, requests, workload, **kw):
+def sweep(url, concurrencies, requests, measurement, **kw):
     return asyncio.run(loadgen.sweep(
         url, loads=[loadgen.ConstantConcurrency(c) for c in concurrencies],
         stop=loadgen.StopRule(requests=requests), prompts=loadgen.PromptSource(16, 6),
-        workload=workload, server_metrics_interval_s=None, **kw))
+        measurement=measurement, server_metrics_interval_s=None, **kw))
 
 
 def test_save_requests_streams_one_line_per_request(tmp_path, start_sim):
@@ -33,9 +33,9 @@ def test_save_requests_streams_one_line_per_request(tmp_path, start_sim):
     def on_level(level):  # written as the run goes, not at its end
         seen_after_first_level.append(len(path.read_text().splitlines()))
 
-    workload = loadgen.WorkloadSettings(save_requests=str(path),
+    measurement = loadgen.Measurement(save_requests=str(path),
                                         slos=(parse_slo("ttft_ms<=60000"),))
-    result = sweep(url, (1, 2), 10, workload, on_level=on_level)
+    result = sweep(url, (1, 2), 10, measurement, on_level=on_level)
     lines = [orjson.loads(line) for line in path.read_text().splitlines()]
     assert seen_after_first_level[0] == 10 and len(lines) == 20
     assert [line["level"] for line in lines] == [1] * 10 + [2] * 10
@@ -45,13 +45,24 @@ def test_save_requests_streams_one_line_per_request(tmp_path, start_sim):
     levels = result.to_dict()["levels"]
     assert len(failed) == sum(lv["requests"]["failed"] for lv in levels) > 0
     assert all(line["error_type"] == "http_500" and line["error_message"] and
-               line["good"] is False for line in failed)
+               line["good"] is False and line["error"] == "http_500"
+               and line["ttft_ms"] is None and line["e2e_ms"] is None for line in failed)
     for line in lines:
         if line["error_type"] is None:
             assert line["good"] is True and line["output_tokens"] == 6
             assert len(line["content_ns"]) >= 1
             assert line["intended_ns"] <= line["start_ns"] <= line["content_ns"][0] \
                 <= line["end_ns"]
+            # The derived metrics sit next to the raw timestamps, by the same formulas
+            # (µs resolution, as the histograms record them).
+            ttft = (line["content_ns"][0] - line["intended_ns"]) // 1000 / 1000
+            e2e = (line["end_ns"] - line["intended_ns"]) // 1000 / 1000
+            assert line["ttft_ms"] == pytest.approx(ttft) and line["e2e_ms"] == pytest.approx(e2e)
+            gaps = [b - a for a, b in zip(line["content_ns"], line["content_ns"][1:])]
+            if gaps:
+                assert line["itl_max_ms"] == max(gaps) / 1e6
+                assert line["itl_mean_ms"] == pytest.approx(sum(gaps) / len(gaps) / 1e6)
+            assert line["error"] is None
         assert "text" not in line
 
 
@@ -67,8 +78,8 @@ def read_intervals(path):
 def test_hdr_log_intervals_read_back_with_hdrh(tmp_path, start_sim):
     url = start_sim(SimProfile(ttft_s=0.02, itl_s=0.005))
     directory = tmp_path / "hdr"
-    workload = loadgen.WorkloadSettings(hdr_log=str(directory), hdr_interval_s=0.1)
-    result = sweep(url, (2, 4), 24, workload).to_dict()
+    measurement = loadgen.Measurement(hdr_log=str(directory), hdr_interval_s=0.1)
+    result = sweep(url, (2, 4), 24, measurement).to_dict()
     files = sorted(p.name for p in directory.iterdir())
     assert files == sorted([f"01-concurrency-2.{m}.hlog" for m in ALL_METRICS]
                            + [f"02-concurrency-4.{m}.hlog" for m in ALL_METRICS])

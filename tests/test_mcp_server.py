@@ -185,7 +185,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(tmp_path):
         return errors, await call(client, "list_runs")
 
     errors, runs = session(options(tmp_path), body)
-    expected = ["concurrency must be >= 1", "target", "either concurrency", "api",
+    expected = ["concurrency[0] must be >= 1", "target", "not both", "api",
                 "is not a run id", "no run 20260101-000000-abcd", "nope.json: no such file",
                 "nope.yaml: no such file", "exactly one of log_file, endpoint, url"]
     for text, wanted in zip(errors, expected):
@@ -347,7 +347,7 @@ def test_start_run_slo_search_stays_under_the_servers_concurrency_limit(tmp_path
     async def body(client):
         bad = await call_error(client, "start_run", target=sim_url, profile="slo-search")
         started = await call(client, "start_run", target=sim_url, profile="slo-search",
-                             slo=["ttft_ms:p99<=5000"], output_tokens=4)
+                             slos=["ttft_ms:p99<=5000"], output_tokens=4)
         await poll_until_ended(client, started["run_id"])
         return bad, started, await call(client, "get_results", run_id=started["run_id"])
 

@@ -14,6 +14,9 @@ from click.testing import CliRunner
 
 import loadgen
 from loadgen.cli.main import cli
+from loadgen.report.markdown import render_markdown
+from loadgen.report.summary import build_summary
+from loadgen.results import format_table
 from loadgen.simulator import SimProfile
 from loadgen.workload.tokenizer import estimate_tokens
 
@@ -60,6 +63,15 @@ def test_metrics_per_turn(sim_url):
     assert sum(t["ttft_ms"]["count"] for t in turns) == level["ttft_ms"]["count"] == 12
     assert turns[0]["input_tokens"] < turns[1]["input_tokens"] < turns[2]["input_tokens"]
     assert sum(t["output_tokens"] for t in turns) == level["output_tokens"] == 72
+    # ... and they appear in the CLI/MCP table and in the report, not only the JSON.
+    table = format_table([level]).split("per turn:")[1].splitlines()
+    assert table[1].split()[:3] == ["load", "turn", "ok/fail"]
+    assert [row.split()[1:3] for row in table[3:6]] == [["1", "4/0"], ["2", "4/0"],
+                                                        ["3", "4/0"]]
+    report = render_markdown(build_summary([result.to_dict()]))
+    section = report.split("Multi-turn sessions: per turn")[1]
+    for turn in turns:
+        assert f"| {turn['turn']} | {turn['completed']} / 0 |" in section
 
 
 def test_a_failed_turn_ends_its_session(start_sim):

@@ -32,7 +32,7 @@ def run(url, tmp_path, **prompt_options):
     result = asyncio.run(loadgen.sweep(
         url, loads=[loadgen.ConstantConcurrency(1)], stop=loadgen.StopRule(requests=6),
         prompts=loadgen.PromptSource(200, 2, **prompt_options),
-        workload=loadgen.WorkloadSettings(save_requests=str(saved)),
+        measurement=loadgen.Measurement(save_requests=str(saved)),
         server_metrics_interval_s=None))
     lines = [orjson.loads(line) for line in saved.read_text().splitlines()]
     return result.to_dict()["levels"][0], [line["cached_tokens"] for line in lines]

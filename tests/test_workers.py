@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import loadgen
-from loadgen.cli.main import build_loads, run, run_config_from
+from loadgen.cli.main import run, run_config_from
 from loadgen.config import RequestOptions
 from loadgen.engine import Share
 from loadgen.errors import ConfigError
@@ -46,10 +46,7 @@ LOADGEN = [sys.executable, "-m", "loadgen.cli"]
 
 def test_cli_defaults_are_the_dataclass_defaults():
     ctx = run.make_context("run", [])
-    kw = dict(ctx.params)
-    loads = build_loads(kw.pop("concurrency"), kw["rate"], kw["arrival"], kw["max_in_flight"],
-                        kw["max_rate"], kw["seed"])
-    config = run_config_from(loads, kw)
+    config = run_config_from(dict(ctx.params), "run")
     assert config == RunConfig(loads=(ConstantConcurrency(1),), stop=StopRule())
     assert config.options == RequestOptions() and config.workload == WorkloadSettings()
     assert config.prompts is None  # the workload's: synthetic prompts of the default length

@@ -6,6 +6,7 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -15,76 +16,29 @@ import cloup
 import orjson
 
 from .. import __version__
-from ..api import SIMULATOR
 from ..api import sweep as api_sweep
-from ..config import RequestOptions, Timeouts
 from ..engine import RunControl
-from ..errors import ConfigError, RunStopped
-from ..load import (
-    ArrivalRate,
-    ConstantConcurrency,
-    Load,
-    StopRule,
-    waves_warning,
-)
+from ..errors import RunStopped
+from ..load import waves_warning
 from ..progress import PlainProgress, make_progress, run_header
 from ..knee import format_knee
 from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
-from ..runconfig import RunConfig, TargetConfig, parse_workers
-from ..levelplan import profile_plan
-from ..workload.settings import WorkloadSettings
+from ..runconfig import RunConfig, build_run
+from ..saturation import level_plan
 from .common import LoadgenGroup, StopSignals, UserError, run_async
-from .options import run_options
-from .workload import check_level_options, workload_from_options
+from .options import LEVELS, ONE_LEVEL, SWEEP_CONCURRENCY, run_options_decorator, values_from
 
 
-def _numbers(text: str | None, kind: Callable[[str], Any], option: str) -> list[Any]:
-    if text is None:
-        return []
-    try:
-        values = [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ConfigError(f"{option} takes a comma-separated list of numbers (got {text!r})") from None
-    if not values:
-        raise ConfigError(f"{option} needs at least one value")
-    return values
-
-
-def build_loads(concurrency: str | None, rate: str | None, arrival: str,
-                max_in_flight: int | None, max_rate: float | None, seed: int) -> list[Load]:
-    if concurrency and rate:
-        raise ConfigError("use either --concurrency (closed loop) or --rate (open loop), not both")
-    if rate:
-        if max_rate is not None:
-            raise ConfigError("--max-rate caps closed-loop runs; with --rate the rate is the schedule")
-        return [ArrivalRate(r, arrival, max_in_flight, seed) for r in _numbers(rate, float, "--rate")]
-    if max_in_flight is not None:
-        raise ConfigError("--max-in-flight applies to --rate runs; --concurrency is already a cap")
-    return [ConstantConcurrency(c, max_rate)
-            for c in _numbers(concurrency or "1", int, "--concurrency")]
-
-
-def run_config_from(loads: Sequence[Load], kw: dict[str, Any],
-                    workload: WorkloadSettings | None = None) -> RunConfig:
-    """The one :class:`RunConfig` the command line describes (no --requests or --duration:
-    the StopRule's default request count for each level). ``workload``: already read
-    from ``kw`` (None: read it here)."""
-    workload = workload if workload is not None else workload_from_options(kw)
-    n_requests, duration = kw["n_requests"], kw["duration"]
-    options = RequestOptions(
-        api=kw["api"], model=kw["model"], stream=kw["stream"], ignore_eos=kw["ignore_eos"],
-        continuous_usage=kw["continuous_usage"], api_key_env=kw["api_key_env"],
-        timeouts=Timeouts(kw["connect_timeout"], kw["timeout"], kw["idle_timeout"]),
-        transport=kw["transport"])
-    target = TargetConfig(kw["target"], **{name: kw[name] for name in TargetConfig.__dataclass_fields__
-                                           if name != "url"})
-    return RunConfig(loads=tuple(loads),
-                     stop=StopRule(n_requests, duration, kw["warmup"], kw["graceful_stop"],
-                                   ramp_up_s=kw["ramp_up"]),
-                     target=target, options=options, workload=workload,
-                     server_metrics_interval_s=kw["server_metrics_interval"] or None,
-                     workers=parse_workers(kw["workers"]), ray=kw["ray"])
+def run_config_from(kw: dict[str, Any], command: str) -> RunConfig:
+    """The one :class:`RunConfig` the command line describes: click's keywords (the run
+    options are popped from ``kw``, the CLI's own --out and --quiet stay) through the same
+    builder as every front door (:func:`loadgen.runconfig.build_run`)."""
+    values = values_from(kw, command)
+    if command == LEVELS and not any(values.get(key) for key in
+                                     ("concurrency", "rate", "trace", "profile")):
+        values["concurrency"] = SWEEP_CONCURRENCY  # sweep's own default levels
+    return build_run(values)
 
 
 # Exit codes (README, "Exit codes").
@@ -94,17 +48,9 @@ EXIT_FALLBACK_FILE = 4  # results written, but not to --out (it could not be wri
 EXIT_WORKER_DIED = 5  # a worker process/actor died: the results are partial
 
 
-async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
-    workload = workload_from_options(kw)
-    if workload.trace:
-        loads = [workload.trace_load()]
-    plan = profile_plan(workload, loads)  # a profile picks each level as the run goes
-    config = run_config_from(plan.bounds() if plan else loads, kw, workload)
-    if workload.profile == "saturation" and (config.worker_count() > 1 or config.ray):
-        raise ConfigError("--profile saturation runs in one process only: drop "
-                          "--workers/--ray (or use --workers 1)")
+async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     stop = config.stop
-    levels = plan.planned if plan else len(loads)
+    levels = level_plan(config).total
     to_stdout = kw["out"] == "-"  # the results JSON goes to stdout, everything else to stderr
     out = None if to_stdout else kw["out"] or time.strftime("loadgen-%Y%m%d-%H%M%S.json")
     quiet = kw["quiet"]
@@ -134,18 +80,9 @@ async def _run_command(loads: Sequence[Load], kw: dict[str, Any]) -> None:
             diagnostic(f"warning: {warning}")
 
     try:
-        if plan is not None:  # levels chosen as the run goes: sweep's keywords
-            result = await api_sweep(config.target.url or SIMULATOR, loads=plan, stop=stop,
-                                     options=config.options, workload=workload, out=out,
-                                     control=control, on_start=started,
-                                     on_progress=progress.update, on_level=level_done,
-                                     server_metrics_interval_s=config.server_metrics_interval_s,
-                                     workers=config.workers, ray=config.ray, log=diagnostic,
-                                     **config.target.sagemaker_options())
-        else:
-            result = await api_sweep(config=config, out=out, control=control,
-                                     on_start=started, on_progress=progress.update,
-                                     on_level=level_done, log=diagnostic)
+        result = await api_sweep(config=config, out=out, control=control, on_start=started,
+                                 on_progress=progress.update, on_level=level_done,
+                                 log=diagnostic)
     except RunStopped as exc:
         raise UserError(str(exc), signals.exit_code) from None
     finally:
@@ -182,12 +119,23 @@ def _report_outcome(result: Results, data: dict, out: str | None, to_stdout: boo
         return signals.exit_code
     click.echo(f"results: {where}", err=True)
     if completed == 0 and failed:
+        first = _first_error_message(data)
         click.echo(f"Error: all {failed} requests failed "
-                   f"({error_kinds(_all_errors(data))}); see requests.error_messages "
-                   "in the results", err=True)
+                   f"({error_kinds(_all_errors(data))})"
+                   + (f"; the server said: {first}" if first else ""), err=True)
         return EXIT_ALL_FAILED
     failed_exports = any(status != "ok" for status in data.get("exports", {}).values())
     return EXIT_FALLBACK_FILE if result.write_error or failed_exports else 0
+
+
+def _first_error_message(data: dict) -> str | None:
+    """The first error message kept (the level's first error type's first message)."""
+    for lv in data["levels"]:
+        for messages in lv["requests"].get("error_messages", {}).values():
+            if messages:
+                first = " ".join(str(messages[0]).split())  # one line
+                return first if len(first) <= 300 else first[:299] + "…"
+    return None
 
 
 def _all_errors(data: dict) -> dict[str, int]:
@@ -228,34 +176,19 @@ def cli() -> None:
 
 
 @cli.command(cls=cloup.Command)
-@run_options(click.option("--concurrency", metavar="STREAMS", show_default="1",
-                          help="Closed loop: concurrent streams."))
+@run_options_decorator(ONE_LEVEL)
 @run_async
-async def run(concurrency: str | None, **kw: Any) -> None:
+async def run(**kw: Any) -> None:
     """Measure one load level."""
-    check_level_options(concurrency, kw)
-    if kw["profile"]:
-        raise ConfigError("--profile runs several levels; use `loadgen sweep --profile ...`")
-    if (concurrency and "," in concurrency) or (kw["rate"] and "," in kw["rate"]):
-        raise ConfigError("run measures one level; use `loadgen sweep` for several values")
-    loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
-                        kw["max_rate"], kw["seed"])
-    await _run_command(loads, kw)
+    await _run_command(run_config_from(kw, ONE_LEVEL), kw)
 
 
 @cli.command(cls=cloup.Command)
-@run_options(click.option("--concurrency", metavar="STREAMS[,STREAMS...]",
-                          show_default="1,4,16", help="Closed loop: concurrent streams of "
-                          "each level."))
+@run_options_decorator(LEVELS)
 @run_async
-async def sweep(concurrency: str | None, **kw: Any) -> None:
+async def sweep(**kw: Any) -> None:
     """Measure several load levels, each separately, into one results file."""
-    check_level_options(concurrency, kw)
-    if concurrency is None and kw["rate"] is None and not (kw["trace"] or kw["profile"]):
-        concurrency = "1,4,16"
-    loads = build_loads(concurrency, kw["rate"], kw["arrival"], kw["max_in_flight"],
-                        kw["max_rate"], kw["seed"])
-    await _run_command(loads, kw)
+    await _run_command(run_config_from(kw, LEVELS), kw)
 
 
 def main() -> None:

@@ -1,236 +1,133 @@
-"""The options of ``loadgen run`` and ``loadgen sweep``, grouped by purpose for ``--help``.
+"""The options of ``loadgen run`` and ``loadgen sweep``, generated from the run description.
 
-Each group is a cloup option group (a heading in ``--help``); every option belongs to one
-(tests/test_cli_help.py checks it, so a new option can't be added ungrouped). Defaults are
-read from the run configuration's dataclasses (:mod:`loadgen.runconfig`): defined there,
-once. Every numeric option names its unit (s, ms, tokens, req/s, requests, streams) and
-shows its default; where the default is "none" the help says what that means.
+Every run option is a dataclass field declared once (:func:`loadgen.option.option`, listed
+by :func:`loadgen.runconfig.run_options`); this module turns each into a click option
+under its group's cloup heading (tests/test_cli_help.py checks every option has one), with
+its unit as metavar and its default shown. Only ``--out`` and ``--quiet`` are the CLI's
+own. ``run`` measures one level: it offers the level lists as one value and leaves out
+the options only ``sweep`` takes (a profile).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import click
 import cloup
 
-from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
-from ..config import APIS, TRANSPORTS, RequestOptions, Timeouts
-from ..load import ARRIVALS, ArrivalRate, StopRule
-from ..runconfig import RunConfig, TargetConfig, default
-from ..workload.datasets import FORMATS
-from ..workload.settings import WorkloadSettings
+from ..option import GROUPS, OptionField
+from ..runconfig import run_options
 
-request, timeouts, workload = RequestOptions, Timeouts, WorkloadSettings
+ONE_LEVEL, LEVELS = "run", "sweep"
+# sweep's own default levels (run measures one level: concurrency 1).
+SWEEP_CONCURRENCY = (1, 4, 16)
 
 
-def _target() -> Callable:
-    return cloup.option_group(
-        "Target",
-        click.option("--target", metavar="URL", show_default="the built-in simulator",
-                     help="http://host:port (vLLM/OpenAI) or sagemaker://ENDPOINT."),
-        click.option("--api", type=click.Choice(APIS), default=default(request, "api"),
-                     help="OpenAI API the requests use."),
-        click.option("--model", show_default="ask the server's /v1/models",
-                     help="Model id sent with each request."),
-        click.option("--api-key-env", default=default(request, "api_key_env"),
-                     help="Environment variable holding the API key."),
-        click.option("--transport", type=click.Choice(TRANSPORTS),
-                     default=default(request, "transport"),
-                     help="HTTP client: loadgen's streaming transport, or aiohttp (to compare)."),
-    )
+def comma_list(field: OptionField) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback reading "1,4,16" as numbers of the field's item type; an empty
+    item ("1,,4") is an error, not skipped."""
+    kind = field.spec.item
+
+    def parse(ctx: click.Context, param: click.Parameter, text: str | None) -> Any:
+        if text is None:
+            return None
+        parts = [part.strip() for part in text.split(",")]
+        if any(not part for part in parts):
+            raise click.BadParameter(f"a comma-separated list of numbers with no empty "
+                                     f"items (got {text!r})")
+        try:
+            return tuple(kind(part) for part in parts)
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of numbers (got {text!r})") \
+                from None
+
+    return parse
 
 
-def _load(concurrency: Callable) -> Callable:
-    return cloup.option_group(
-        "Load (per level)",
-        concurrency,
-        click.option("--rate", metavar="REQ/S[,REQ/S...]", show_default="closed loop",
-                     help="Open loop: arrival rate of each level, in requests/s."),
-        click.option("--arrival", type=click.Choice(ARRIVALS),
-                     default=default(ArrivalRate, "arrival"), help="Open-loop arrival process."),
-        click.option("--max-in-flight", type=int, metavar="REQUESTS", show_default="no cap",
-                     help="Open loop: cap on requests in flight; requests due while full are "
-                          "counted as dropped."),
-        click.option("--max-rate", type=float, metavar="REQ/S", show_default="no cap",
-                     help="Closed loop: cap on requests/s."),
-        click.option("--requests", "n_requests", type=int, metavar="REQUESTS",
-                     show_default="4 waves of the concurrency, at least 20, if no --duration",
-                     help="Measured requests per level."),
-        click.option("--duration", type=float, metavar="S", show_default="end by --requests",
-                     help="Seconds per level."),
-        click.option("--warmup", type=int, default=default(StopRule, "warmup"),
-                     metavar="REQUESTS", help="Warm-up requests per level, excluded from metrics."),
-        click.option("--ramp-up", type=float, default=default(StopRule, "ramp_up_s"), metavar="S",
-                     help="Seconds over which each level's streams start (rates ramp "
-                          "linearly); requests started meanwhile are not measured."),
-        click.option("--graceful-stop", type=float, default=default(StopRule, "graceful_stop_s"),
-                     metavar="S", help="Seconds in-flight requests get after the stop point."),
-        click.option("--seed", type=int, default=default(ArrivalRate, "seed"),
-                     help="Seed for Poisson arrivals and dataset sampling."),
-        click.option("--profile", type=click.Choice(["saturation", "slo-search"]),
-                     show_default="none",
-                     help="saturation: measure one stream and --saturation-concurrency "
-                          "streams, then --profile-rates constant rates evenly between their "
-                          "request rates. slo-search: the highest concurrency (or rate, "
-                          "--rate-search) meeting every --slo, by doubling then bisection."),
-        click.option("--profile-rates", type=int, metavar="LEVELS",
-                     default=default(workload, "profile_rates"),
-                     help="Rate levels of --profile saturation."),
-        click.option("--saturation-concurrency", type=int, metavar="STREAMS",
-                     default=default(workload, "saturation_concurrency"),
-                     help="Streams of --profile saturation's unthrottled level."),
-        click.option("--rate-search", is_flag=True, default=default(workload, "rate_search"),
-                     help="--profile slo-search: search open-loop rates (from --rate, "
-                          "default 1/s) instead of concurrency."),
-        click.option("--search-precision", type=float, metavar="FRACTION",
-                     default=default(workload, "search_precision"),
-                     help="--profile slo-search stops when (high - low) / low is at most "
-                          "this."),
-        click.option("--max-probes", type=int, metavar="LEVELS",
-                     default=default(workload, "max_probes"),
-                     help="--profile slo-search: most levels it probes."),
-    )
+def one_number(field: OptionField) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """``run``'s level option: one number (a list is ``sweep``'s)."""
+    kind = field.spec.item
+
+    def parse(ctx: click.Context, param: click.Parameter, text: str | None) -> Any:
+        if text is None:
+            return None
+        if "," in text:
+            raise click.BadParameter("run measures one level; use `loadgen sweep` for "
+                                     "several values")
+        try:
+            return (kind(text),)
+        except ValueError:
+            raise click.BadParameter(f"a number (got {text!r})") from None
+
+    return parse
 
 
-def _requests() -> Callable:
-    return cloup.option_group(
-        "Requests",
-        click.option("--input-tokens", type=int, metavar="TOKENS",
-                     default=default(workload, "input_tokens"),
-                     help="Length of synthetic prompts, in tokens."),
-        click.option("--input-tokens-stdev", type=float, metavar="TOKENS",
-                     default=default(workload, "input_tokens_stdev"),
-                     help="Synthetic prompt lengths: normal around --input-tokens."),
-        click.option("--output-tokens", type=int, metavar="TOKENS",
-                     show_default="a dataset row's own, else 128",
-                     help="max_tokens of each request."),
-        click.option("--output-tokens-stdev", type=float, metavar="TOKENS",
-                     default=default(workload, "output_tokens_stdev"),
-                     help="max_tokens: normal around --output-tokens (or the dataset's)."),
-        click.option("--min-tokens", type=int, metavar="TOKENS", show_default="not sent",
-                     help="vLLM min_tokens."),
-        click.option("--ignore-eos/--no-ignore-eos", default=default(request, "ignore_eos"),
-                     help="vLLM: generate exactly --output-tokens."),
-        click.option("--stream/--no-stream", default=default(request, "stream"),
-                     help="Stream tokens (--no-stream: TTFT is the whole latency)."),
-        click.option("--continuous-usage", is_flag=True,
-                     default=default(request, "continuous_usage"),
-                     help="Ask vLLM for per-chunk usage (exact tokens per chunk)."),
-        click.option("--shared-prefix-tokens", type=int, metavar="TOKENS",
-                     default=default(workload, "shared_prefix_tokens"),
-                     help="Synthetic prompts of a group start with the same N tokens."),
-        click.option("--prefix-groups", type=int, metavar="PREFIXES",
-                     default=default(workload, "prefix_groups"),
-                     help="Number of distinct shared prefixes (requests cycle through them)."),
-        click.option("--turns", type=int, metavar="TURNS", default=default(workload, "turns"),
-                     help="Multi-turn sessions of N turns (ShareGPT: the conversation's own, "
-                          "at most N), each request carrying the history; metrics per turn too."),
-        click.option("--think-time", type=float, metavar="S", default=default(workload, "think_s"),
-                     help="Seconds between an answer and the session's next turn."),
-    )
+def _click_type(field: OptionField) -> Any:
+    if field.spec.choices:
+        return click.Choice(field.spec.choices)
+    if field.spec.path == "file":
+        return click.Path(dir_okay=False)
+    if field.spec.path == "dir":
+        return click.Path(file_okay=False)
+    kind = field.spec.item or field.base_type
+    return kind if kind in (int, float) else str
 
 
-def _workload() -> Callable:
-    return cloup.option_group(
-        "Workload (prompts, datasets, traces)",
-        click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
-                     metavar="FILE.jsonl", help="Prompts sent in file order."),
-        click.option("--dataset", type=click.Path(dir_okay=False), metavar="FILE",
-                     help="Prompts from a file: ShareGPT JSON, JSONL (prompt or messages, "
-                          "optional max_tokens), or text."),
-        click.option("--dataset-format", type=click.Choice(FORMATS),
-                     default=default(workload, "dataset_format"),
-                     help="Dataset format (auto: by suffix, then content)."),
-        click.option("--sample-with-replacement", is_flag=True,
-                     help="Draw dataset rows independently (default: shuffled passes, seeded "
-                          "by --seed)."),
-        click.option("--tokenizer", metavar="PATH",
-                     help="Local Hugging Face tokenizer directory or tokenizer.json: exact "
-                          "prompt lengths and input token counts "
-                          "(pip install 'loadgen[tokenizer]')."),
-        click.option("--trace", type=click.Path(dir_okay=False), metavar="FILE.jsonl",
-                     help="Replay a Mooncake trace (timestamp, input_length, output_length, "
-                          "hash_ids) on its own schedule: one open-loop level."),
-        click.option("--trace-speedup", type=float, metavar="TIMES",
-                     default=default(workload, "trace_speedup"),
-                     help="Replay the trace this many times faster."),
-        click.option("--trace-block-tokens", type=int, metavar="TOKENS",
-                     default=default(workload, "trace_block_tokens"),
-                     help="Prompt tokens per trace hash id (512 in the Mooncake release)."),
-    )
+def click_option(field: OptionField, command: str) -> Callable:
+    """``field`` as a click option of ``command`` (``run`` or ``sweep``)."""
+    spec = field.spec
+    kwargs: dict[str, Any] = {"help": spec.help, "metavar": spec.metavar}
+    if spec.none_means is not None and field.default in (None, ()):
+        kwargs["show_default"] = spec.none_means
+    decls = [field.flag, field.key]
+    if field.base_type is bool:
+        if spec.negatable:
+            decls[0] = f"{field.flag}/--no-{field.flag[2:]}"
+        else:
+            kwargs["is_flag"] = True
+        kwargs["default"] = field.default
+        kwargs.pop("metavar")
+    elif spec.item is str:  # texts: a repeatable option
+        kwargs.update(multiple=True, type=str)
+    elif spec.item is not None:  # numbers: a comma list (sweep), one value (run)
+        if command == ONE_LEVEL:
+            kwargs.update(callback=one_number(field), metavar=spec.metavar.split("[")[0])
+        else:
+            kwargs["callback"] = comma_list(field)
+    else:
+        kwargs["type"] = _click_type(field)
+        if field.default is not None:
+            kwargs["default"] = field.default if kwargs["type"] is not str else str(field.default)
+    return click.option(*decls, **kwargs)
 
 
-def _timeouts() -> Callable:
-    return cloup.option_group(
-        "Timeouts (per request)",
-        click.option("--timeout", type=float, metavar="S", default=default(timeouts, "total_s"),
-                     help="Seconds a request may take in total."),
-        click.option("--idle-timeout", type=float, metavar="S",
-                     default=default(timeouts, "idle_s"),
-                     help="Most seconds between two reads of a stream."),
-        click.option("--connect-timeout", type=float, metavar="S",
-                     default=default(timeouts, "connect_s"),
-                     help="Seconds to open a connection."),
-    )
+def _output_extras() -> list[Callable]:
+    """The CLI's own options: where the results go and how much is printed."""
+    return [click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
+                         metavar="FILE.json", show_default="loadgen-YYYYmmdd-HHMMSS.json",
+                         help="Results JSON; - for stdout."),
+            click.option("--quiet", is_flag=True, help="No progress line, no table.")]
 
 
-def _sagemaker() -> Callable:
-    return cloup.option_group(
-        "SageMaker (sagemaker:// targets only)",
-        click.option("--region", show_default="AWS_REGION / your profile", help="AWS region."),
-        click.option("--endpoint-url", metavar="URL", help="Runtime endpoint URL override."),
-        click.option("--inference-component", help="Inference component name."),
-        click.option("--custom-attributes", help="X-Amzn-SageMaker-Custom-Attributes."),
-        click.option("--target-variant", help="Production variant."),
-        click.option("--payload-format", type=click.Choice(PAYLOAD_FORMATS),
-                     default=default(TargetConfig, "payload_format"),
-                     help="Container payload format."),
-    )
+def offered(command: str) -> list[OptionField]:
+    """The run options ``command`` offers."""
+    return [f for f in run_options() if command == LEVELS or not f.spec.sweep_only]
 
 
-def _client() -> Callable:
-    return cloup.option_group(
-        "Load generator processes",
-        click.option("--workers", default=str(default(RunConfig, "workers")), metavar="N|auto",
-                     help="Worker processes generating the load (auto: min(cores - 1, what "
-                          "the load needs)). Results are merged into one file."),
-        click.option("--ray", metavar="ADDRESS", help="Generate the load with Ray actors: "
-                     "'auto' (the cluster the environment points at), 'local' (start one) or "
-                     "ray://HOST:PORT. Needs loadgen[ray]."),
-    )
-
-
-def _output() -> Callable:
-    return cloup.option_group(
-        "Measurement and output",
-        click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
-                     metavar="FILE.json", show_default="loadgen-YYYYmmdd-HHMMSS.json",
-                     help="Results JSON; - for stdout."),
-        click.option("--quiet", is_flag=True, help="No progress line, no table."),
-        click.option("--slo", "slos", multiple=True, metavar="SPEC",
-                     help="Latency SLO, repeatable: ttft_ms<=500 (each request), "
-                          "e2e_ms:p99<=8000 (the level), decode_tokens_per_s>=20. Adds goodput."),
-        click.option("--server-metrics-interval", type=float, metavar="S",
-                     default=default(RunConfig, "server_metrics_interval_s"),
-                     help="vLLM HTTP targets: sample /metrics every S seconds during each "
-                          "level (0: off)."),
-        click.option("--save-requests", type=click.Path(dir_okay=False), metavar="FILE.jsonl",
-                     help="Write one JSON line per request (raw timestamps, tokens, errors)."),
-        click.option("--hdr-log", type=click.Path(file_okay=False), metavar="DIR",
-                     help="Write interval histograms per level and metric (HdrHistogram log "
-                          "format)."),
-        click.option("--hdr-interval", type=float, metavar="S",
-                     default=default(workload, "hdr_interval_s"),
-                     help="Seconds per --hdr-log interval histogram."),
-    )
-
-
-def run_options(concurrency: Callable) -> Callable:
-    """Decorate ``run`` or ``sweep`` with every option, in help order. ``concurrency``: the
-    command's own ``--concurrency`` option (one level, or a list)."""
-    groups = [_target(), _load(concurrency), _requests(), _workload(), _timeouts(),
-              _sagemaker(), _client(), _output()]
+def run_options_decorator(command: str) -> Callable:
+    """Decorate ``run`` or ``sweep`` with every run option it offers, in cloup groups
+    (:data:`loadgen.option.GROUPS` order)."""
+    by_group: dict[str, list[Callable]] = {group: [] for group in GROUPS}
+    for field in offered(command):
+        option = click_option(field, command)
+        if field.key == "concurrency" and command == LEVELS:
+            option = click.option(field.flag, field.key, callback=comma_list(field),
+                                  metavar=field.spec.metavar, help=field.spec.help,
+                                  show_default=",".join(map(str, SWEEP_CONCURRENCY)))
+        by_group[field.spec.group].append(option)
+    by_group["Measurement and output"][:0] = _output_extras()
+    groups = [cloup.option_group(name, *options) for name, options in by_group.items()
+              if options]
 
     def decorate(f: Callable) -> Callable:
         for group in reversed(groups):
@@ -238,3 +135,17 @@ def run_options(concurrency: Callable) -> Callable:
         return f
 
     return decorate
+
+
+def values_from(kw: dict[str, Any], command: str) -> dict[str, Any]:
+    """The run options' public values from click's keywords (those left at their default
+    included; ``None`` for an option not given). ``run``'s one-level values become lists."""
+    values = {}
+    for field in offered(command):
+        value = kw.pop(field.key)
+        if field.spec.item is not None and value is not None and not isinstance(value, tuple):
+            value = (value,)
+        if value is None or (value == () and field.default == ()):
+            continue
+        values[field.key] = value
+    return values

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..clock import MONOTONIC, Clock, first_of
-from ..load import ConstantConcurrency, Load, StopRule, connections_needed
+from ..load import CLOSED_LOOP, Load, StopRule, connections_needed
 from ..metrics import LevelMetrics
 from ..record import RequestRecord
 from ..selfcheck import ClientMonitor, ClientReport
@@ -177,7 +177,7 @@ def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> asyncio.Tas
     burst interleaves with the self-check and folding tasks, and at 256 lockstep streams
     that raised the TTFT error a user suffers from p50/p99 ~12/40 ms to ~22/80 ms
     (benchmarks/ttft_error.py, 2026-12-01) at the same CPU."""
-    if isinstance(level.load, ConstantConcurrency):
+    if level.load.loop == CLOSED_LOOP:  # the load says which loop runs it
         start_streams(level, level.load, tg, tasks)
         return None
     return tg.create_task(send_on_schedule(level, level.load, tg, tasks))

@@ -145,10 +145,13 @@ class Run:
 
     def record(self) -> dict:
         """``run.json``: enough to list the run after the server is gone."""
-        return {"run_id": self.run_id, "kind": self.kind, "state": self.state,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "elapsed_s": self.elapsed(), "request": self.request, "notes": self.notes,
-                "error": self.error}
+        record = {"run_id": self.run_id, "kind": self.kind, "state": self.state,
+                  "started_at": self.started_at, "finished_at": self.finished_at,
+                  "elapsed_s": self.elapsed(), "request": self.request, "notes": self.notes,
+                  "error": self.error}
+        if self.progress is not None:  # load runs: how many levels the run has planned
+            record["levels_total"] = self.progress.levels_total
+        return record
 
     def save(self) -> None:
         write_atomic(self.directory / RUN_FILE, json.dumps(self.record(), indent=2) + "\n")

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from ..errors import ConfigError
 from ..report.files import read_json
 from ..results import format_table
-from .loadrun import SIMULATOR, LoadRequest, measure
+from .loadrun import LoadRequest, in_run_directory, measure
 from .runs import (
     CANCELLED,
     COMPLETED,
@@ -27,6 +27,7 @@ from .runs import (
     Run,
     RunManager,
 )
+from .start_args import with_run_arguments
 from .toolkit import QUICK_S, READ_ONLY, bounded
 
 MAX_WAIT_S = 300.0  # run_status's longest wait
@@ -147,7 +148,7 @@ def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
               if path.exists() else [])
     request = record.get("request") or {}
     counts = {"levels_done": len(levels),
-              "levels_total": len(request.get("concurrency") or request.get("rate") or ())}
+              "levels_total": record.get("levels_total") or len(levels)}
     for key in ("completed", "failed", "incomplete", "dropped"):
         counts[key] = sum(level["requests"][key] for level in levels)
     counts["output_tokens"] = sum(level["output_tokens"] for level in levels)
@@ -193,87 +194,19 @@ def register(server: MCPServer, manager: RunManager) -> None:
 
     @server.tool()
     @bounded(QUICK_S)
-    async def start_run(
-        target: Annotated[str, Field(description="Where to send load: an http(s)://host:port "
-                                     "vLLM/OpenAI-compatible server, sagemaker://ENDPOINT, or "
-                                     f"'{SIMULATOR}' for loadgen's built-in vLLM simulator.")],
-        concurrency: Annotated[list[int] | None, Field(description="Closed loop: concurrent "
-                               "streams, one measured level each (a sweep), e.g. [1, 4, 16]. "
-                               "Default [1] when rate is not given.")] = None,
-        rate: Annotated[list[float] | None, Field(description="Open loop instead: requests/s, "
-                        "one level each.")] = None,
-        requests: Annotated[int | None, Field(ge=1, description="Measured requests per level "
-                            "(default 20 when duration_s is not given).")] = None,
-        duration_s: Annotated[float | None, Field(gt=0, description="Seconds per level (with "
-                              "requests: whichever comes first).")] = None,
-        output_tokens: Annotated[int, Field(ge=1, description="max_tokens per request; with "
-                                 "ignore_eos the server generates exactly this many.")]
-        = LoadRequest.output_tokens,
-        input_tokens: Annotated[int, Field(ge=1, description="Length of the synthetic "
-                                "prompts, in tokens.")] = LoadRequest.input_tokens,
-        warmup: Annotated[int, Field(ge=0, description="Warm-up requests per level, not "
-                          "measured.")] = 0,
-        api: Annotated[Literal["chat", "completions"], Field(description="OpenAI API to "
-                       "call.")] = "chat",
-        model: Annotated[str | None, Field(description="Model id (default: ask the server's "
-                         "/v1/models).")] = None,
-        stream: Annotated[bool, Field(description="Stream responses (TTFT and ITL need it).")]
-        = True,
-        ignore_eos: Annotated[bool, Field(description="vLLM: generate exactly output_tokens.")]
-        = True,
-        arrival: Annotated[Literal["constant", "poisson"], Field(description="Open loop: "
-                           "arrival process.")] = "constant",
-        max_in_flight: Annotated[int | None, Field(ge=1, description="Open loop: cap on "
-                                 "requests in flight (default and maximum: the server's "
-                                 "--max-concurrency).")] = None,
-        max_rate: Annotated[float | None, Field(gt=0, description="Closed loop: cap on "
-                            "requests/s.")] = None,
-        seed: Annotated[int, Field(description="Seed for Poisson arrivals.")] = 0,
-        api_key_env: Annotated[str | None, Field(description="Name of the server-side "
-                               "environment variable holding the API key (never the key "
-                               "itself); only variables the server was started with "
-                               "--allow-env NAME for. Default: no API key.")] = None,
-        region: Annotated[str | None, Field(description="sagemaker:// targets: AWS region.")]
-        = None,
-        inference_component: Annotated[str | None, Field(description="sagemaker:// targets: "
-                                       "inference component name.")] = None,
-        payload_format: Annotated[Literal["auto", "openai", "lmi", "tgi", "raw"],
-                                  Field(description="sagemaker:// targets: container payload "
-                                        "format.")] = "auto",
-        slo: Annotated[list[str] | None, Field(description="SLOs judging every request/level "
-                       "(goodput), e.g. ['ttft_ms:p99<=500', 'tpot_ms<=50'].")] = None,
-        profile: Annotated[Literal["slo-search"] | None, Field(description="slo-search: find "
-                           "the highest concurrency (or rate, rate_search) meeting every slo, "
-                           "by doubling then bisection, from the first concurrency/rate "
-                           "(default 1).")] = None,
-        rate_search: Annotated[bool, Field(description="slo-search over open-loop rates.")]
-        = LoadRequest.rate_search,
-        search_precision: Annotated[float, Field(gt=0, lt=1, description="slo-search stops "
-                                    "when (high - low) / low is at most this.")]
-        = LoadRequest.search_precision,
-        max_probes: Annotated[int, Field(ge=2, description="slo-search: most levels it "
-                              "probes.")] = LoadRequest.max_probes,
-    ) -> StartedRun:
+    @with_run_arguments()
+    async def start_run(**arguments: Any) -> StartedRun:
         """Start measuring load levels against a target, in the background; returns a run_id
         at once. Follow it with run_status, stop it with cancel_run, read it with get_results.
-        Each level is measured separately, exactly as `loadgen sweep` does."""
-        request, notes = LoadRequest(
-            target=target, concurrency=tuple(concurrency or ()), rate=tuple(rate or ()),
-            arrival=arrival, max_in_flight=max_in_flight, max_rate=max_rate, seed=seed,
-            requests=requests, duration_s=duration_s, warmup=warmup, input_tokens=input_tokens,
-            output_tokens=output_tokens, api=api, model=model, stream=stream,
-            ignore_eos=ignore_eos, api_key_env=api_key_env or "", region=region,
-            inference_component=inference_component, payload_format=payload_format,
-            slo=tuple(slo or ()), profile=profile, rate_search=rate_search,
-            search_precision=search_precision, max_probes=max_probes,
-        ).checked(manager.options)
+        Takes every option `loadgen sweep` takes (same names as the API's keywords, same
+        defaults); each level is measured separately, exactly as `loadgen sweep` does."""
+        request, notes, config = LoadRequest(arguments).checked(manager.options)
 
         async def body(run: Run) -> None:
-            await measure(request, run.directory / RESULTS_FILE, run.control,
-                          run.progress.on_progress, run.progress.on_level,
-                          manager.options.max_concurrency)
+            await measure(in_run_directory(config, run.directory), run.directory / RESULTS_FILE,
+                          run.control, run.progress.on_progress, run.progress.on_level)
 
-        levels = request.max_probes if profile else len(request.concurrency or request.rate)
+        levels = request.levels_total(config)
         run = manager.start(LOAD, request.to_dict(), body, notes, levels_total=levels)
         return StartedRun(run_id=run.run_id, state=run.state, results=results_uri(run.run_id),
                           directory=str(run.directory), notes=notes, request=run.request)

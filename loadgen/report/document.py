@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..metrics import FEW_SAMPLES_MARK, FEW_SAMPLES_NOTE, few_samples
 from .compare import LEVEL_METRICS, mismatch_line, token_fidelity_line
+from .turns import turn_table
 
 # The level metrics a report's comparison table shows (the JSON summary has them all).
 REPORT_RATIO_METRICS = ("output_tokens_per_s", "decode_tokens_per_s", "ttft_ms_p50",
@@ -120,11 +121,16 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     if summary["simulated"]:
         title += " (SIMULATED)"
     sections = [_overview(summary), _phases(summary), _single_stream(summary),
-                _throughput(summary), _latency(summary), _goodput(summary),
+                _throughput(summary), _latency(summary), _turns(summary), _goodput(summary),
                 server_section(summary), knee_section(summary), _comparison(summary),
                 _fidelity(summary), _drift(summary), _deployment(summary),
                 _client(summary), _metadata(summary)]
     return title, [s for s in sections if s.blocks]
+
+
+def _turns(summary: dict) -> Section:
+    title, note, headers, rows = turn_table(summary, num)
+    return Section(title, [Paragraph(note), Table(headers, rows)] if rows else [])
 
 
 def _overview(summary: dict) -> Section:

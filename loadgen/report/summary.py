@@ -188,7 +188,7 @@ def _level(level: dict, price: float | None) -> dict:
     out = {"label": level_label(level), "load": level.get("load") or {},
            "requests": level.get("requests") or {}}
     for key in ("duration_s", "output_tokens", "input_tokens", "output_tokens_per_s",
-                "requests_per_s", "goodput"):
+                "requests_per_s", "goodput", "turns"):
         out[key] = level.get(key)
     for metric in STAT_METRICS:
         if level.get(metric) is not None:

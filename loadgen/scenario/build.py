@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from ..targetspec import target_kind
 from .nodes import Block, Problem
 from .schema import (
     FidelitySpec,
@@ -45,7 +46,7 @@ def build_scenario(root: Block, problems: list[Problem]) -> Scenario | None:
         name=root.values["name"], hardware=hardware,
         measurements=_measurements(root.values["measurements"]),
         phases=tuple(_phase(block, i, hardware) for i, block in enumerate(phases)),
-        request=RequestDefaults(**root.get("request", Block({})).values),
+        request=_request(root.get("request", Block({})).values),
         simulate=_simulate(root.get("simulate")), description=root.get("description"),
         drift_tolerance=root.get("drift_tolerance", 0.05))
 
@@ -76,7 +77,7 @@ def _check_phases(phases: list[Block], problems: list[Problem]) -> None:
         if server is not None:
             _check_server(server, phase.get("model"), where, problems)
         target = phase.get("target")
-        if target is not None and not str(target.get("url", "")).startswith("sagemaker://"):
+        if target is not None and _kind(target.get("url")) != "sagemaker":
             for key in TargetSpec(**{**target.values, "url": None}).given_sagemaker_options():
                 problems.append(Problem(target.line_for(key), f"{where}.target.{key}: only "
                                         "applies to sagemaker:// targets; remove it"))
@@ -162,6 +163,21 @@ def _measurements(block: Block) -> Measurements:
                         KneeSpec(**{"enabled": True, **knee.values}) if knee else KneeSpec())
 
 
+def _kind(url: object) -> str | None:
+    """The target's kind (the one parser: loadgen.targetspec), None for a bad URL (the
+    url key reported it)."""
+    try:
+        return target_kind(url) if isinstance(url, str) else None
+    except ConfigError:
+        return None
+
+
+def _request(values: dict) -> RequestDefaults:
+    values = dict(values)
+    prompts = values.pop("prompts", None)
+    return RequestDefaults(values, prompts)
+
+
 def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
     values = dict(block.values)
     target = values.pop("target", None)
@@ -171,7 +187,9 @@ def _phase(block: Block, index: int, hardware: Hardware) -> Phase:
         s = dict(server.values)
         s.setdefault("model", values.get("model"))
         server = PhaseServerBlock(**s)
-    if target is not None:
+    if target is not None and "${" in str(target.values.get("url")):
+        target = None  # a parameter left unset by a lenient (--simulate) check: not used
+    elif target is not None:
         target = TargetSpec(**target.values)
     if deploy is not None:
         d = dict(deploy.values)

@@ -32,20 +32,20 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from ..api import OpenedTarget, make_target, open_for_runs, run_on
-from ..config import RequestOptions, Timeouts
+from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
-from ..knee import CONCURRENCY, RATE, KneePlan, KneeSearch, format_knee
-from ..load import ConstantConcurrency, StopRule
+from ..knee import format_knee
+from ..load import ArrivalRate, ConstantConcurrency, StopRule
+from ..measurement import Measurement
 from ..metrics import e2e_ns
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
-from ..runconfig import RunConfig, TargetConfig
+from ..runconfig import RunConfig, build_run
 from ..slo import parse_slo
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
-from ..workload.settings import WorkloadSettings
 from .schema import Phase, Scenario
 
 COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"
@@ -122,12 +122,18 @@ class Endpoint:
         return {k: v for k, v in self.sagemaker.items() if v is not None}
 
 
-def request_options(scenario: Scenario, phase: Phase) -> RequestOptions:
-    r = scenario.request
-    return RequestOptions(api=r.api, model=phase.model, stream=r.stream,
-                          temperature=r.temperature, ignore_eos=r.ignore_eos,
-                          continuous_usage=r.continuous_usage, api_key_env=r.api_key_env,
-                          timeouts=Timeouts(r.connect_timeout, r.timeout, r.idle_timeout))
+def run_values(scenario: Scenario, phase: Phase, endpoint: Endpoint, **more: Any) -> dict:
+    """The run options of one of the phase's runs: the ``request:`` section's, the phase's
+    model and server, and the measurement's own (``more``)."""
+    values = {**scenario.request.values, "target": endpoint.url, **endpoint.options(),
+              **more}
+    if phase.model is not None:
+        values["model"] = phase.model
+    return values
+
+
+def request_options(scenario: Scenario, phase: Phase, endpoint: Endpoint) -> RequestOptions:
+    return build_run(run_values(scenario, phase, endpoint), where="scenario key").options
 
 
 class Measurer:
@@ -138,21 +144,22 @@ class Measurer:
                  control: RunControl, log: Log) -> None:
         self.scenario, self.phase, self.endpoint = scenario, phase, endpoint
         self.doc, self.control, self.log = doc, control, log
-        self.options = request_options(scenario, phase)
+        self.options = request_options(scenario, phase, endpoint)
         base = Path(scenario.path).parent if scenario.path else Path(".")
         prompts = scenario.request.prompts
         self.texts = load_prompt_file(base / prompts) if prompts else ()
 
-    def _prompts(self, output_tokens: int) -> PromptSource:
-        return PromptSource(self.scenario.request.input_tokens, output_tokens,
-                            texts=self.texts)
-
     def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
                 workers: int = 1) -> RunConfig:
-        return RunConfig(loads=(ConstantConcurrency(concurrency),), stop=stop,
-                         target=TargetConfig(self.endpoint.url, **self.endpoint.options()),
-                         options=self.options, prompts=self._prompts(output_tokens),
-                         workers=workers)
+        """One measurement's run: built from the same run options as every front door's."""
+        config = build_run(run_values(self.scenario, self.phase, self.endpoint,
+                                      concurrency=(concurrency,), output_tokens=output_tokens,
+                                      workers=workers), where="scenario key")
+        prompts = None
+        if self.texts:  # the legacy ``prompts:`` file, read relative to the scenario
+            prompts = PromptSource(config.workload.input_tokens, output_tokens,
+                                   texts=self.texts)
+        return dataclasses.replace(config, stop=stop, prompts=prompts)
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
@@ -250,18 +257,21 @@ class Measurer:
         spec = self.scenario.measurements.knee
         if not spec.enabled:
             return
-        slos = tuple(parse_slo(text) for text in spec.slo)
-        plan = KneePlan(KneeSearch(slos, RATE if spec.rate_search else CONCURRENCY,
-                                   spec.start, spec.precision, spec.max_probes))
+        measurement = Measurement(slos=tuple(parse_slo(text) for text in spec.slo),
+                                  profile="slo-search", rate_search=spec.rate_search,
+                                  search_precision=spec.precision, max_probes=spec.max_probes)
+        first = (ArrivalRate(spec.start) if spec.rate_search
+                 else ConstantConcurrency(int(spec.start)))
         config = dataclasses.replace(
             self._config(1, StopRule(duration_s=spec.duration, warmup=spec.warmup),
                          spec.output_tokens),
-            loads=tuple(plan.bounds()), workload=WorkloadSettings(slos=slos))
-        result = await run_on(opened, config, control=self.control, log=self.log, levels=plan)
-        search = plan.describe()
+            loads=(first,), measurement=measurement)
+        result = await run_on(opened, config, control=self.control, log=self.log)
+        search = result.extra.get("profile") or {}
         self.doc.measurements["knee"] = [level_to_dict(level) for level in result.levels]
         self.doc.measurements["knee_search"] = search
-        self.log(format_knee(search).splitlines()[0])
+        if search:
+            self.log(format_knee(search).splitlines()[0])
 
     async def fidelity(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.fidelity

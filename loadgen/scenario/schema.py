@@ -13,20 +13,19 @@ import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
-from ..config import APIS, RequestOptions, Timeouts
 from ..errors import ConfigError
-from ..runconfig import TargetConfig, default
+from ..measurement import Measurement
+from ..option import OptionField
+from ..runconfig import SIMULATOR, TargetSpec, run_options, target_kind
 from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
 from ..simulator.profile import SimProfile
 from ..slo import parse_slo
-from ..workload.prompts import PromptSource
-from ..workload.settings import WorkloadSettings
 from .nodes import (
     Boolean,
+    Check,
     Command,
     Integer,
     IntegerList,
@@ -75,11 +74,12 @@ def one_of(*choices: str):
 
 def url_check(value: str) -> str | None:
     try:
-        parts = urlsplit(value)
-    except ValueError:  # e.g. an unclosed [IPv6 bracket
-        parts = urlsplit("")
-    if parts.scheme in ("http", "https", "sagemaker") and parts.netloc:
-        return host_problem(value) if parts.scheme != "sagemaker" else None
+        if target_kind(value) != SIMULATOR:  # the one parser of target URLs
+            return None
+    except ConfigError:
+        problem = host_problem(value)
+        if problem and not value.startswith("sagemaker:"):
+            return problem
     return f"must be http(s)://HOST:PORT or sagemaker://ENDPOINT_NAME, got {shown(value)}"
 
 
@@ -115,11 +115,60 @@ HARDWARE = Section({
     "price_per_hour": Number(price), "currency": Text(non_empty),
 }, required=("instance_type",))
 
+# Run options a scenario sets elsewhere or not at all, and why (every other run option is a
+# key of ``request:``, generated from its declaration: tests/test_run_description.py).
+SCENARIO_ELSEWHERE = {
+    "target": "each phase's target.url", "output_tokens": "each measurement's output_tokens",
+    "workers": "measurements.sweep.workers", "concurrency": "measurements.sweep.concurrency",
+    "requests": "each measurement's requests", "duration_s": "measurements.sweep.duration",
+    "warmup": "each measurement's warmup",
+}
+SCENARIO_NOT_OFFERED = {  # key -> why a study does not take it
+    "rate": "a study compares checkpoints at the same concurrency levels",
+    "arrival": "open loop is not a study measurement", "max_in_flight": "open loop only",
+    "max_rate": "a study measures unthrottled levels",
+    "trace": "a trace replaces the study's levels", "trace_speedup": "with trace",
+    "trace_block_tokens": "with trace", "profile": "a profile replaces the study's levels",
+    "profile_rates": "with profile", "saturation_concurrency": "with profile",
+    "save_requests": "one file per run: a study runs many", "hdr_log": "as save_requests",
+    "hdr_interval_s": "with hdr_log", "graceful_stop_s": "the study's own", "ramp_up_s":
+    "the study's levels start at once", "ray": "studies run in one process or --workers",
+    "server_metrics_interval_s": "phases read the server's facts once",
+}
+_TARGET_PARTS = ("target",)
+
+
+def _option_check(f: OptionField) -> Check:
+    """The option's own bounds and choices, as a scenario check (a message, or None)."""
+    def check(value: Any) -> str | None:
+        try:
+            f.value([value] if f.spec.item is not None else value)
+        except ConfigError as exc:
+            return str(exc).removeprefix(f.key + " ")
+        return None
+    return check
+
+
+def option_reader(f: OptionField) -> Any:
+    """A scenario reader for run option ``f`` (its type, bounds and choices)."""
+    kind = f.spec.item or f.base_type
+    check = _option_check(f)
+    if f.spec.item is int:
+        return IntegerList(check)
+    reader = {bool: lambda: Boolean(), int: lambda: Integer(check),
+              float: lambda: Number(check)}.get(kind, lambda: Text(check))()
+    return ListOf(reader, "value") if f.spec.item is not None else reader
+
+
+def scenario_request_options() -> list[OptionField]:
+    """The run options of the ``request:`` section."""
+    return [f for f in run_options() if f.part not in _TARGET_PARTS
+            and f.key not in SCENARIO_ELSEWHERE and f.key not in SCENARIO_NOT_OFFERED]
+
+
 REQUEST = Section({
-    "api": Text(one_of(*APIS)), "temperature": Number(non_negative),
-    "input_tokens": Integer(input_count), "ignore_eos": Boolean(), "stream": Boolean(),
-    "continuous_usage": Boolean(), "timeout": Number(positive), "idle_timeout": Number(positive),
-    "connect_timeout": Number(positive), "api_key_env": Text(non_empty), "prompts": Text(non_empty),
+    **{f.key: option_reader(f) for f in scenario_request_options()},
+    "prompts": Text(non_empty),  # JSONL sent in file order, relative to the scenario file
 })
 
 SINGLE_STREAM = Section({"enabled": Boolean(), "requests": Integer(positive),
@@ -139,10 +188,9 @@ KNEE = Section({"enabled": Boolean(), "slo": TextList(slo_check), "rate_search":
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
                         "sweep": SWEEP, "fidelity": FIDELITY, "knee": KNEE})
 
-TARGET = Section({
-    "url": Text(url_check), "region": Text(non_empty), "endpoint_url": Text(url_check),
-    "inference_component": Text(non_empty), "custom_attributes": Text(),
-    "target_variant": Text(non_empty), "payload_format": Text(one_of(*PAYLOAD_FORMATS)),
+TARGET = Section({  # the run options of the target, ``url`` its URL
+    **{f.name: option_reader(f) for f in run_options() if f.part in _TARGET_PARTS},
+    "url": Text(url_check), "endpoint_url": Text(url_check),
 }, required=("url",), shorthand="url")
 
 DEPLOY = Section({
@@ -209,19 +257,19 @@ class Hardware:
 
 @dataclass(frozen=True)
 class RequestDefaults:
-    """The ``request:`` section; its defaults are the run configuration's (defined once)."""
+    """The ``request:`` section: the run options it set (public names and values), read
+    as attributes with the run description's defaults for the others (defined once)."""
 
-    api: str = default(RequestOptions, "api")
-    temperature: float = default(RequestOptions, "temperature")
-    input_tokens: int = default(PromptSource, "input_tokens")
-    ignore_eos: bool = default(RequestOptions, "ignore_eos")
-    stream: bool = default(RequestOptions, "stream")
-    continuous_usage: bool = default(RequestOptions, "continuous_usage")
-    timeout: float = default(Timeouts, "total_s")
-    idle_timeout: float = default(Timeouts, "idle_s")
-    connect_timeout: float = default(Timeouts, "connect_s")
-    api_key_env: str = default(RequestOptions, "api_key_env")
+    values: dict[str, Any] = field(default_factory=dict)
     prompts: str | None = None  # JSONL path, relative to the scenario file
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("values", "prompts") or name.startswith("__"):
+            raise AttributeError(name)
+        for f in scenario_request_options():
+            if f.key == name:
+                return self.values.get(name, f.public_default())
+        raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -263,6 +311,9 @@ class FidelitySpec:
     max_tokens: int = 64
 
 
+_SEARCH = Measurement()  # the search's defaults: --profile slo-search's
+
+
 @dataclass(frozen=True)
 class KneeSpec:
     """``measurements.knee``: an SLO search per phase (:mod:`loadgen.knee`); on when the
@@ -270,10 +321,10 @@ class KneeSpec:
 
     enabled: bool = False
     slo: tuple[str, ...] = ()
-    rate_search: bool = default(WorkloadSettings, "rate_search")
+    rate_search: bool = _SEARCH.rate_search
     start: float = 1
-    precision: float = default(WorkloadSettings, "search_precision")
-    max_probes: int = default(WorkloadSettings, "max_probes")
+    precision: float = _SEARCH.search_precision
+    max_probes: int = _SEARCH.max_probes
     duration: float | None = None  # None: each probe runs 4 waves of its concurrency
     output_tokens: int = 256
     warmup: int = 0  # requests before each probe, not measured
@@ -288,8 +339,7 @@ class Measurements:
     knee: KneeSpec = KneeSpec()
 
 
-# A phase's running server: the run configuration's target (url required by the shape).
-TargetSpec = TargetConfig
+# A phase's running server is the run description's TargetSpec (url required by the shape).
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import asyncio
 import re
 import time
 from typing import Any, Callable
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import botocore.session
 import orjson
@@ -55,7 +55,6 @@ from .session import AiohttpTransport, Connections
 SCHEME = "sagemaker"
 # SageMaker's EndpointName rule (botocore's service model: this pattern, at most 63).
 _ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
-_URL_OPTIONS = ("region",)
 # Requests signed ahead of their send are signed again past this age (SigV4 allows 5 minutes).
 _RESIGN_AFTER_NS = 60 * 10**9
 # Rejected credentials or signatures: fail fast at preflight.
@@ -107,22 +106,14 @@ class SageMakerTarget:
     @classmethod
     def from_url(cls, url: str, options: RequestOptions, **keywords: Any) -> "SageMakerTarget":
         """``sagemaker://ENDPOINT_NAME[?region=R]``; keywords as for the constructor."""
-        parts = urlsplit(url)
-        if parts.scheme != SCHEME or not parts.netloc or parts.path not in ("", "/"):
+        from ..targetspec import TargetSpec  # the one parser of target URLs
+
+        spec = TargetSpec(url, **{k: v for k, v in keywords.items() if k != "pool_size"})
+        if not spec.is_sagemaker:
             raise ConfigError(f"bad SageMaker target {url!r}: write sagemaker://ENDPOINT_NAME"
                               "[?region=REGION]")
-        query = parse_qs(parts.query, keep_blank_values=True)
-        unknown = sorted(set(query) - set(_URL_OPTIONS))
-        if unknown:
-            raise ConfigError(f"unknown option(s) {', '.join(unknown)} in {url!r}: only "
-                              "?region=REGION is accepted (other settings are keywords/flags)")
-        url_region = query.get("region", [None])[-1]
-        region = keywords.get("region")
-        if url_region and region and url_region != region:
-            raise ConfigError(f"conflicting regions: {region!r} (--region) and {url_region!r} "
-                              f"(in {url!r}); give one")
-        keywords["region"] = region or url_region
-        return cls(parts.netloc, options, **keywords)
+        keywords["region"] = spec.region
+        return cls(spec.endpoint_name, options, **keywords)
 
     # ------------------------------------------------------------------ lifecycle
 

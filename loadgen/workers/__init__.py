@@ -24,7 +24,7 @@ from .pool import Log, WorkerPool, started
 async def worker_pool(config: RunConfig, count: int, *, keep_records: bool = False,
                       log: Log | None = None) -> AsyncIterator[WorkerPool]:
     """``count`` ready workers for ``config`` (processes, or Ray actors with ``config.ray``)."""
-    options: dict = {"slos": config.workload.slos, **({"log": log} if log else {})}
+    options: dict = {"slos": config.measurement.slos, **({"log": log} if log else {})}
     if config.ray:
         from .ray_actors import ray_workers
 

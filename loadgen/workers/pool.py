@@ -31,7 +31,7 @@ from .payload import LevelReport, merge_level, worker_facts
 from .split import worker_level
 
 if TYPE_CHECKING:
-    from ..workload.settings import Exports
+    from ..measurement import Exports
 
 START_LEAD_S = 0.2  # processes on this host: enough to deliver a message to each
 READY_TIMEOUT_S = 120.0  # spawning N interpreters on a busy 2-core box takes a while

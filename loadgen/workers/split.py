@@ -20,64 +20,13 @@ that level out.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-
 from ..engine import Share
-from ..load import ArrivalRate, ConstantConcurrency, Load, StopRule, ramped
+from ..load import Load, StopRule, even_share, proportional_share, ramp_arrivals
 
-
-def even_share(total: int, share: Share) -> int:
-    """⌊total/N⌋, plus one for the first total mod N workers."""
-    return total // share.count + (1 if share.index < total % share.count else 0)
-
-
-def proportional_share(total: int, part: int, whole: int, before: int) -> int:
-    """Worker's part of ``total`` when it holds ``part`` of ``whole`` units and earlier
-    workers hold ``before``: cumulative rounding, so the parts sum to ``total``."""
-    return (total * (before + part)) // whole - (total * before) // whole
+__all__ = ["worker_level", "even_share", "proportional_share", "ramp_arrivals"]
 
 
 def worker_level(load: Load, stop: StopRule, share: Share) -> tuple[Load, StopRule] | None:
-    """Worker ``share``'s load and stop rule for a level; None when its share is empty."""
-    if isinstance(load, ConstantConcurrency):
-        return _closed_loop(load, stop, share)
-    return _open_loop(load, stop, share)
-
-
-def _closed_loop(load: ConstantConcurrency, stop: StopRule,
-                 share: Share) -> tuple[Load, StopRule] | None:
-    streams = even_share(load.concurrency, share)
-    if streams == 0:
-        return None
-    before = sum(even_share(load.concurrency, Share(j, share.count)) for j in range(share.index))
-
-    def part(total: int) -> int:
-        return proportional_share(total, streams, load.concurrency, before)
-
-    requests = part(stop.requests) if stop.requests is not None else None
-    if requests == 0:
-        return None
-    max_rate = load.max_rate * streams / load.concurrency if load.max_rate else None
-    return (ConstantConcurrency(streams, max_rate),
-            dataclasses.replace(stop, requests=requests, warmup=part(stop.warmup)))
-
-
-def ramp_arrivals(load: ArrivalRate, ramp_up_s: float) -> int:
-    """How many arrivals of the level's (ramped) schedule are due during its ramp-up."""
-    ramp_ns = round(ramp_up_s * 1e9)
-    return sum(1 for _ in itertools.takewhile(lambda offset: offset < ramp_ns,
-                                              ramped(load.offsets_ns(), ramp_ns)))
-
-
-def _open_loop(load: ArrivalRate, stop: StopRule, share: Share) -> tuple[Load, StopRule] | None:
-    requests = None
-    if stop.requests is not None:
-        before = ramp_arrivals(load, stop.ramp_up_s)  # sent by their workers, not counted
-        requests = even_share(before + stop.requests, share) - even_share(before, share)
-    if requests == 0:
-        return None
-    cap = load.max_in_flight
-    if cap is not None:
-        load = dataclasses.replace(load, max_in_flight=max(1, even_share(cap, share)))
-    return load, dataclasses.replace(stop, requests=requests, warmup=even_share(stop.warmup, share))
+    """Worker ``share``'s load and stop rule for a level; None when its share is empty
+    (each load splits itself: :meth:`loadgen.load.Load.split`)."""
+    return load.split(stop, share)

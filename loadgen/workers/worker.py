@@ -39,15 +39,15 @@ class WorkerEngine:
         self.share = share
         self.starts = starts  # shared with the parent (worker processes)
         self.started = 0  # measured requests started in the level being measured
-        workload = config.workload
+        measurement = config.measurement
         # Exports: made here, sent with every report, written by the parent.
-        self.rows = RequestRows(workload.slos) if workload.save_requests else None
-        self.cutter = (IntervalCutter(workload.hdr_interval_s, self._keep_interval)
-                       if workload.hdr_log else None)
+        self.rows = RequestRows(measurement.slos) if measurement.save_requests else None
+        self.cutter = (IntervalCutter(measurement.hdr_interval_s, self._keep_interval)
+                       if measurement.hdr_log else None)
         self._intervals: list[tuple[int, float, float, dict[str, str]]] = []
         sinks = tuple(sink for sink in (self.rows, self.cutter) if sink is not None)
         self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
-                            slos=workload.slos,  # judged here, per request
+                            slos=measurement.slos,  # judged here, per request
                             sinks=sinks, on_start=self._count_start)
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None

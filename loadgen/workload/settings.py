@@ -1,98 +1,85 @@
-"""What a run sends and how it is judged and exported, as one frozen settings object.
+"""What a run sends, as one frozen settings object.
 
 :class:`WorkloadSettings` gathers the workload options (prompt lengths and tokenizer,
-dataset and sampling, shared prefixes, SLOs, exports) so the CLI and the API pass one
-value through; :meth:`prompt_source`, :meth:`open_exports` and :meth:`describe` turn it
-into the running parts and the results file's ``workload`` object.
+dataset and sampling, trace, shared prefixes, turns, seed) so every front door passes one
+value through; :meth:`prompt_source` and :meth:`describe` turn it into the prompts and
+the results file's ``workload`` object. How the run is judged and exported is
+:class:`loadgen.measurement.Measurement`.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
+from ..bounds import input_tokens_problem, output_tokens_problem
 from ..errors import ConfigError
-from ..export import GuardedExport, HdrIntervalLog, RequestLog
-from ..slo import SLO, parse_slo
-from .datasets import load_dataset
+from ..option import option
+from .datasets import FORMATS, load_dataset
 from .prompts import PromptSource, check_token_bounds
 from .tokenizer import load_tokenizer
 from .trace import MOONCAKE_BLOCK_TOKENS, TracePrompts, TraceReplay, load_trace
 
 
-@dataclass(frozen=True)
-class Exports:
-    """The open exports of a run (either may be None), each stopped alone by a failed write."""
-
-    requests: GuardedExport | None = None
-    hdr: GuardedExport | None = None
-
-    @property
-    def sinks(self) -> tuple:
-        return tuple(x for x in (self.requests, self.hdr) if x is not None)
-
-    def begin_level(self, index: int, load) -> None:
-        for sink in self.sinks:
-            sink.begin_level(index, load)
-
-    def end_level(self) -> None:
-        for sink in self.sinks:
-            sink.end_level()
-
-    def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()
-
-    def describe(self) -> dict[str, str]:
-        """The results' ``exports`` object: ``ok`` or ``failed: <reason>`` for each export."""
-        return {name: export.status for name, export in (("requests", self.requests),
-                                                         ("hdr_log", self.hdr))
-                if export is not None}
+_R, _W, _L = ("Requests", "Workload (prompts, datasets, traces)", "Load (per level)")
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
-    input_tokens: int = 128
-    output_tokens: int | None = None  # None: a dataset row's own length, else 128
-    min_tokens: int | None = None
-    input_tokens_stdev: float = 0.0
-    output_tokens_stdev: float = 0.0
-    tokenizer: str | None = None  # tokenizer directory or tokenizer.json
-    dataset: str | None = None
-    dataset_format: str = "auto"
-    prompts_file: str | None = None  # legacy --prompts: JSONL sent in file order
-    sample_with_replacement: bool = False
-    seed: int = 0
-    shared_prefix_tokens: int = 0
-    prefix_groups: int = 1
-    turns: int = 1
-    think_s: float = 0.0
-    slos: tuple[SLO, ...] = ()
-    save_requests: str | None = None
-    hdr_log: str | None = None
-    hdr_interval_s: float = 5.0
-    trace: str | None = None  # Mooncake JSONL: replaces --concurrency/--rate and prompts
-    trace_speedup: float = 1.0
-    trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS
-    # "saturation": bounds, then rates between (loadgen.saturation); "slo-search": the
-    # highest load meeting every SLO (loadgen.knee)
-    profile: str | None = None
-    profile_rates: int = 5
-    saturation_concurrency: int = 64
-    rate_search: bool = False  # slo-search: open-loop rates instead of concurrency
-    search_precision: float = 0.10  # slo-search: stop when (high - low) / low <= this
-    max_probes: int = 10  # slo-search: probes at most
+    """What a run sends: prompts, lengths, dataset, trace, prefixes, turns, seed. Each
+    field is a run option (:func:`loadgen.option.option`)."""
 
+    input_tokens: int = option(128, _R, "Length of synthetic prompts, in tokens.",
+                               metavar="TOKENS", low=1,
+                               check=lambda v: input_tokens_problem(v, "is"))
+    # None: a dataset row's own length, else 128
+    output_tokens: int | None = option(None, _R, "max_tokens of each request.",
+                                       metavar="TOKENS", low=1,
+                                       check=lambda v: output_tokens_problem(v, "is"),
+                                       none_means="a dataset row's own, else 128")
+    min_tokens: int | None = option(None, _R, "vLLM min_tokens.", metavar="TOKENS", low=0,
+                                    none_means="not sent")
+    input_tokens_stdev: float = option(0.0, _R, "Synthetic prompt lengths: normal around "
+                                       "--input-tokens.", metavar="TOKENS", low=0)
+    output_tokens_stdev: float = option(0.0, _R, "max_tokens: normal around --output-tokens "
+                                        "(or the dataset's).", metavar="TOKENS", low=0)
+    # tokenizer directory or tokenizer.json
+    tokenizer: str | None = option(None, _W, "Local Hugging Face tokenizer directory or "
+                                   "tokenizer.json: exact prompt lengths and input token "
+                                   "counts (pip install 'loadgen[tokenizer]').", metavar="PATH")
+    dataset: str | None = option(None, _W, "Prompts from a file: ShareGPT JSON, JSONL (prompt "
+                                 "or messages, optional max_tokens), or text.", metavar="FILE",
+                                 path="file")
+    dataset_format: str = option("auto", _W, "Dataset format (auto: by suffix, then content).",
+                                 choices=FORMATS)
+    # legacy --prompts: JSONL sent in file order
+    prompts_file: str | None = option(None, _W, "Prompts sent in file order.",
+                                      metavar="FILE.jsonl", flag="--prompts", path="file")
+    sample_with_replacement: bool = option(False, _W, "Draw dataset rows independently "
+                                           "(default: shuffled passes, seeded by --seed).")
+    seed: int = option(0, _L, "Seed for Poisson arrivals and dataset sampling.")
+    shared_prefix_tokens: int = option(0, _R, "Synthetic prompts of a group start with the "
+                                       "same N tokens.", metavar="TOKENS", low=0)
+    prefix_groups: int = option(1, _R, "Number of distinct shared prefixes (requests cycle "
+                                "through them).", metavar="PREFIXES", low=1)
+    turns: int = option(1, _R, "Multi-turn sessions of N turns (ShareGPT: the conversation's "
+                        "own, at most N), each request carrying the history; metrics per "
+                        "turn too.", metavar="TURNS", low=1)
+    think_s: float = option(0.0, _R, "Seconds between an answer and the session's next turn.",
+                            metavar="S", low=0, flag="--think-time")
+    # Mooncake JSONL: replaces --concurrency/--rate and prompts
+    trace: str | None = option(None, _W, "Replay a Mooncake trace (timestamp, input_length, "
+                               "output_length, hash_ids) on its own schedule: one open-loop "
+                               "level.", metavar="FILE.jsonl", path="file")
+    trace_speedup: float = option(1.0, _W, "Replay the trace this many times faster.",
+                                  metavar="TIMES", low=0, low_open=True)
+    trace_block_tokens: int = option(MOONCAKE_BLOCK_TOKENS, _W, "Prompt tokens per trace hash "
+                                     "id (512 in the Mooncake release).", metavar="TOKENS",
+                                     low=1)
     def __post_init__(self) -> None:
         # Bounds here too (not only in PromptSource): a trace or dataset run is refused
         # before its file is even read, whatever front door built these settings.
         check_token_bounds(self.input_tokens, self.output_tokens, self.min_tokens,
                            self.input_tokens_stdev, self.output_tokens_stdev)
-
-    @classmethod
-    def with_slo_texts(cls, slo_texts: tuple[str, ...] = (), **kwargs) -> "WorkloadSettings":
-        return cls(slos=tuple(parse_slo(text) for text in slo_texts), **kwargs)
 
     def trace_load(self) -> TraceReplay:
         """The one level of a trace replay."""
@@ -117,20 +104,6 @@ class WorkloadSettings:
                             prefix_groups=self.prefix_groups, turns=self.turns,
                             think_s=self.think_s)
 
-    @contextlib.contextmanager
-    def open_exports(self, warn: Callable[[str], None]) -> Iterator[Exports]:
-        """The run's exports, closed (and flushed) however the run ends; a failed write
-        stops only its export, with one line to ``warn``."""
-        exports = Exports(
-            GuardedExport("--save-requests", RequestLog(self.save_requests, self.slos), warn)
-            if self.save_requests else None,
-            GuardedExport("--hdr-log", HdrIntervalLog(self.hdr_log, self.hdr_interval_s), warn)
-            if self.hdr_log else None)
-        try:
-            yield exports
-        finally:
-            exports.close()
-
     def describe(self, prompts: PromptSource | None = None) -> dict:
         """The results file's ``workload`` object."""
         out = {"tokenizer": self.tokenizer, "input_tokens": self.input_tokens,
@@ -140,8 +113,6 @@ class WorkloadSettings:
                "shared_prefix_tokens": self.shared_prefix_tokens,
                "prefix_groups": self.prefix_groups, "turns": self.turns,
                "think_s": self.think_s,
-               "slos": [slo.text for slo in self.slos],
-               "save_requests": self.save_requests, "hdr_log": self.hdr_log,
                "dataset": None,
                "trace": None if not self.trace else {
                    "path": self.trace, "speedup": self.trace_speedup,

@@ -24,6 +24,7 @@ import orjson
 
 from ..bounds import input_tokens_problem, output_tokens_problem, timestamp_problem
 from ..errors import ConfigError
+from ..load import OPEN_LOOP
 from ..record import Prompt
 from .prompts import synthetic_text
 from .tokenizer import TokenCounter
@@ -93,6 +94,8 @@ class TraceReplay:
     rows: tuple[TraceRow, ...]
     speedup: float = 1.0
     max_in_flight = None  # every request of the trace is sent; none is dropped
+    loop = OPEN_LOOP
+    streams = None
 
     def __post_init__(self) -> None:
         if not (self.speedup > 0 and math.isfinite(self.speedup)):
@@ -122,6 +125,19 @@ class TraceReplay:
     @property
     def label(self) -> str:
         return f"trace x{self.speedup:g}"
+
+    def connections_needed(self) -> int:
+        return max(1, min(256, math.ceil(self.rate)))
+
+    def default_requests(self) -> int:
+        return len(self.rows)  # the whole trace
+
+    def workers_needed(self) -> int:
+        return 1
+
+    def split(self, stop, share):
+        raise ConfigError("--trace runs in one process only: drop --workers/--ray "
+                          "(or use --workers 1)")
 
 
 @dataclass(frozen=True)
