@@ -28,7 +28,15 @@ from .measurement import Measurement
 from .record import now_iso
 from .results import RunResult, server_section
 from .results_types import Results
-from .runconfig import SIMULATOR, RunConfig, TargetConfig, TargetSpec, Workers, build_run
+from .runconfig import (
+    SIMULATOR,
+    CloudWatchSettings,
+    RunConfig,
+    TargetConfig,
+    TargetSpec,
+    Workers,
+    build_run,
+)
 from .saturation import level_plan, plan_loads
 from .targets.base import Target
 from .workload.prompts import PromptSource, PromptStream, prefill_count
@@ -80,7 +88,7 @@ async def _resolve_target(target: str | Target, options: RequestOptions, pool_si
     if isinstance(target, str):
         target = make_target(target, options, pool_size, **sagemaker_options)
     async with _opened(target, control) as opened:
-        yield opened, False
+        yield opened, bool(getattr(opened, "simulator", False))  # a mock-server says so
 
 
 @contextlib.asynccontextmanager
@@ -142,6 +150,7 @@ class OpenedTarget:
     metrics_url: str | None  # where levels sample /metrics (None: not a vLLM HTTP server)
     # Request ids stay unique over every run on the target (server logs can be matched).
     ids: RequestIds = dataclasses.field(default_factory=RequestIds)
+    given: bool = False  # a Target object the caller built (workers cannot share it)
 
 
 @contextlib.asynccontextmanager
@@ -156,7 +165,8 @@ async def open_for_runs(target: str | Target, options: RequestOptions, *, pool_s
                                control or RunControl()) as (opened, simulated):
         facts = await _server_facts(opened) if server_facts else None
         yield OpenedTarget(opened, simulated, server=facts or {},
-                           metrics_url=opened.describe()["url"] if facts is not None else None)
+                           metrics_url=opened.describe()["url"] if facts is not None else None,
+                           given=not isinstance(target, str))
 
 
 _UNSET: Any = object()  # "not given": tells a keyword left alone from one set to its default
@@ -273,7 +283,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
             raise ConfigError("multi-turn sessions (--turns) need --api chat")
         options = dataclasses.replace(options, keep_text=True)
         config = dataclasses.replace(config, options=options)  # workers build from it
-    if _scaled(config):
+    if _scaled(config, in_process_target=target is not None):
         if target is not None:
             raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
@@ -287,6 +297,19 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                             on_level=on_level, on_start=on_start, log=log)
 
 
+def level_metrics_fetcher(target: dict[str, Any], settings: CloudWatchSettings,
+                          control: RunControl) -> Any:
+    """For a ``sagemaker://`` target: what reads each level's endpoint metrics from
+    CloudWatch (:class:`loadgen.aws.level_metrics.LevelMetricsFetcher`); None otherwise."""
+    if target.get("kind") != "sagemaker":
+        return None
+    from .aws.level_metrics import LevelMetricsFetcher
+
+    fetcher = LevelMetricsFetcher(target, settings)
+    control.on_stop(fetcher.stop)  # Ctrl-C: keep what has arrived
+    return fetcher
+
+
 def _check_distinct(out: str | os.PathLike, measurement: Measurement) -> None:
     """An export written into the results file would destroy both: refuse before any load."""
     if measurement.save_requests and same_file(out, measurement.save_requests):
@@ -298,9 +321,9 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _scaled(config: RunConfig) -> bool:
+def _scaled(config: RunConfig, in_process_target: bool = False, prompts: Any = None) -> bool:
     """Whether worker processes (or Ray actors) generate the load."""
-    return config.worker_count() > 1 or config.ray is not None
+    return config.worker_count(in_process_target, prompts) > 1 or config.ray is not None
 
 
 async def run_on(opened: OpenedTarget, config: RunConfig, *,
@@ -318,15 +341,16 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
     control = control or RunControl()
     workload = config.workload
     prompts = config.prompts if config.prompts is not None else workload.prompt_source()
+    choice = config.worker_choice(opened.given, prompts)  # how many processes, and why
     async with contextlib.AsyncExitStack() as stack:
         pool = None
-        if _scaled(config):
+        if _scaled(config, opened.given, prompts):
             from .workers import worker_pool
 
             config = config.for_workers(prompts)
             if opened.simulated:  # the simulator this run started
                 config = config.with_target(opened.target.describe()["url"])
-            pool = await stack.enter_async_context(worker_pool(config, config.worker_count(),
+            pool = await stack.enter_async_context(worker_pool(config, choice.workers,
                                                                keep_records=keep_records,
                                                                log=log))
             stack.callback(control.on_stop(pool.stop))
@@ -337,16 +361,18 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         result.extra["workload"] = {**workload.describe(
             prompts if isinstance(prompts, PromptSource) else None),
             **config.measurement.describe()}
+        result.extra["worker_choice"] = choice.to_dict()
         if pool is not None:
             result.extra["workers"] = pool.describe()
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
+        cloudwatch = level_metrics_fetcher(opened.target.describe(), config.cloudwatch, control)
         stream = PromptStream(prompts)
         measure = functools.partial(
             measure_level, sample_url=sample_url,
             interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
-            slos=config.measurement.slos, sinks=exports.sinks)
+            slos=config.measurement.slos, sinks=exports.sinks, quiet_gc=config.quiet_gc)
         for warning in result.target.get("warnings", ()):  # the preflight's (no /v1/models...)
             (log or _to_stderr)(f"warning: {warning}")
         if on_start:
@@ -367,6 +393,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             else:
                 level = await measure(opened.target, load, on_progress=progress)
             exports.end_level()
+            if cloudwatch is not None:
+                cloudwatch.start(level)  # in the background: the next level goes on
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
             plan.measured(level)
@@ -383,9 +411,12 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         exports.close()  # its last writes can fail too: the results file says so
         if exports.sinks:
             result.extra["exports"] = exports.describe()
+        stopped = control.stopped  # a Ctrl-C while CloudWatch is awaited cuts only that wait
+        if cloudwatch is not None:
+            await cloudwatch.finish(log)
         result.target = opened.target.describe()
         result.finished_at = now_iso()
-        result.partial = (control.stopped or plan.next_level(len(result.levels)) is not None
+        result.partial = (stopped or plan.next_level(len(result.levels)) is not None
                           or any(level.partial for level in result.levels))
         if out is not None:
             result.save(out)

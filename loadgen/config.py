@@ -14,6 +14,11 @@ APIS = ("chat", "completions")
 # How HTTP requests go out: "stream" (loadgen's own asyncio.Protocol transport, the default)
 # or "aiohttp" (aiohttp's client, kept to compare against).
 TRANSPORTS = ("stream", "aiohttp")
+# How loadgen's simulator (loadgen mock-server, --simulate) announces itself, so no run
+# against it can pass for a real model: a header on every response, and the owner of its
+# /v1/models cards (vLLM says "vllm"). A client seeing either records ``simulated: true``.
+SIMULATOR_HEADER = "X-Loadgen-Simulator"
+SIMULATOR_OWNER = "loadgen-simulator"
 _T = "Timeouts (per request)"
 
 

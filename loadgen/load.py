@@ -37,9 +37,14 @@ if TYPE_CHECKING:
 
 ARRIVALS = ("constant", "poisson")
 CLOSED_LOOP, OPEN_LOOP = "closed", "open"  # the engine loop that runs a load
-# What one worker process is asked to drive at most when ``workers="auto"`` sizes a run.
+# One process's budget when ``workers="auto"`` sizes a run (BENCHMARKS.md, "Fast path"):
+# what one process keeps accurate is an event rate, ~25k token events/s (256 streams at a
+# 10 ms ITL: TTFT error p99 1.6x the raw client's; 1024 at 40 ms: 0.9x), and 512 streams
+# at 10 ms took one process to 25-190 ms p99 where two workers kept 7-17 ms. Streams stand
+# in for events/s (the ITL is not known before the run), sized for a 10 ms ITL. Open loop:
+# not measured; an arrival rate whose in-flight requests are of that order for ~3 s streams.
 STREAMS_PER_WORKER = 256
-ARRIVALS_PER_S_PER_WORKER = 50.0
+ARRIVALS_PER_S_PER_WORKER = 100.0
 # A closed-loop level measures steady state only after several waves of its concurrency:
 # with fewer requests the ramp-down tail (streams idling while the last ones finish) is
 # a large share of the window and throughput is under-reported.
@@ -202,6 +207,8 @@ class ArrivalRate:
         return _waves_default(self.max_in_flight)
 
     def workers_needed(self) -> int:
+        if self.max_in_flight:  # capped: at most that many streams
+            return -(-self.max_in_flight // STREAMS_PER_WORKER)
         return int(-(-self.rate // ARRIVALS_PER_S_PER_WORKER))
 
     def split(self, stop: "StopRule", share: "Share") -> "tuple[Load, StopRule] | None":

@@ -17,11 +17,16 @@ from .results import RunResult, error_kinds
 
 
 def run_header(result: RunResult) -> str:
-    """``http://host:8000  model=m`` (SIMULATED when it is the built-in simulator)."""
+    """``http://host:8000  model=m`` (SIMULATED when it is the built-in simulator), then
+    how many processes generate the load and why."""
     title = result.target.get("url") or result.target.get("endpoint") or ""
     if result.simulated:
         title = f"built-in simulator (SIMULATED) {title}"
-    return f"{title}  model={result.target.get('model')}"
+    header = f"{title}  model={result.target.get('model')}"
+    choice = result.extra.get("worker_choice")
+    if choice:
+        header += f"\nworkers: {choice['workers']} ({choice['reason']})"
+    return header
 
 
 def level_line(index: int, total: int, level: LevelResult) -> str:
@@ -65,6 +70,8 @@ class PlainProgress:
             self.echo(level_line(self.done, self.n_levels, level))
         if level.client.warning:
             self.echo(f"warning: {level.load.label}: {level.client.warning}")
+        elif level.client.note and self.level_lines:  # below the threshold: for the curious
+            self.echo(f"  note: {level.client.note}")
 
     def close(self) -> None:
         pass

@@ -76,11 +76,14 @@ def level_to_dict(level: LevelResult) -> dict[str, Any]:
     out["histogram_units"] = HISTOGRAM_UNITS
     out["client"] = level.client.to_dict()
     # Connection counters of the level: opened, reconnects (requests retried because the
-    # server closed a reused connection under them), closed_by_server, connect_failures.
+    # server closed a reused connection under them), closed_by_server, connect_failures,
+    # sent_on_completion (requests the fast path wrote as the previous response ended).
     out["connections"] = level.connections or None
     out["partial"] = level.partial
     # The server's own gauges sampled during the level (vLLM /metrics); null when unreachable.
     out["server_metrics"] = _with_client_share(level.server, out) if level.server else None
+    if level.cloudwatch is not None:  # sagemaker:// only: the endpoint's CloudWatch metrics
+        out["cloudwatch"] = level.cloudwatch
     # The client's per-second rows on the same monotonic clock; ``sources`` gives each
     # server series' offset onto its axis (loadgen.timeline).
     out["timeline"] = level.timeline
@@ -298,8 +301,9 @@ def _aligned(header: tuple[str, ...], body: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
-def format_table(levels: list[dict[str, Any]]) -> str:
-    """Plain-text table, one row per level; the header names each column's statistic and unit.
+def format_table(levels: list[dict[str, Any]], workload: str | None = None) -> str:
+    """Plain-text table, one row per level; the header names each column's statistic and unit,
+    and the line above it the workload (loadgen.report.workload.describe_workload).
     A multi-turn run adds a table per turn number (input grows with the history)."""
     header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
     server_header, server_rows = _server_cells(levels)
@@ -307,6 +311,8 @@ def format_table(levels: list[dict[str, Any]]) -> str:
     body = [row + extra for row, extra in zip(table_rows(levels), server_rows)]
     turns = turn_rows(levels)
     lines = _aligned(header, body)
+    if workload:
+        lines.insert(0, f"Workload: {workload}")
     if turns:
         lines += ["", "per turn:", *_aligned(TURN_COLUMNS, turns)]
     if any(cell.endswith(FEW_SAMPLES_MARK) for row in body + turns for cell in row):

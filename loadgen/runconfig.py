@@ -21,10 +21,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, Union
 
+from .cloudwatch_settings import CloudWatchSettings
 from .config import RequestOptions, Timeouts
 from .errors import ConfigError
 from .load import (
     DEFAULT_REQUESTS,
+    STREAMS_PER_WORKER,
     ArrivalRate,
     ConstantConcurrency,
     Levels,
@@ -45,8 +47,8 @@ TargetConfig = TargetSpec  # its earlier name
 class RunConfig:
     """A whole run: target, request options, prompts, load levels and their stop rule.
 
-    ``workers``: processes generating the load (1 = this process, today's behaviour;
-    ``"auto"`` = :func:`auto_workers`). ``ray``: a Ray cluster address (``auto``,
+    ``workers``: processes generating the load (``"auto"``, the default: one process up
+    to its budget, :func:`choose_workers`; 1 = this process always). ``ray``: a Ray cluster address (``auto``,
     ``local`` or ``ray://...``) to run the workers as Ray actors instead of processes.
     """
 
@@ -62,14 +64,22 @@ class RunConfig:
         1.0, "Measurement and output", "vLLM HTTP targets: sample /metrics every S seconds "
         "during each level (0: off).", metavar="S", low=0,
         flag="--server-metrics-interval")
-    workers: Workers = option(1, "Load generator processes", "Worker processes generating the "
-                              "load (auto: min(cores - 1, what the load needs)). Results are "
-                              "merged into one file.", metavar="N|auto",
-                              convert=lambda v: parse_workers(v))
+    workers: Workers = option("auto", "Load generator processes", "Worker processes "
+                              "generating the load. auto: one process up to 256 streams, then "
+                              "one per 256, at most the cores loadgen may use (one left for "
+                              "the system from 4 cores); the header says what was chosen and "
+                              "why. 1: always one process. Results are merged into one file.",
+                              metavar="N|auto", convert=lambda v: parse_workers(v))
     ray: str | None = option(None, "Load generator processes", "Generate the load with Ray "
                              "actors: 'auto' (the cluster the environment points at), 'local' "
                              "(start one) or ray://HOST:PORT. Needs loadgen[ray].",
                              metavar="ADDRESS")
+    cloudwatch: CloudWatchSettings = CloudWatchSettings()  # sagemaker:// targets
+    quiet_gc: bool = option(True, "Load generator processes", "While a level is measured, "
+                            "freeze what setup allocated out of the garbage collector's walks "
+                            "and raise its thresholds for the level's size; restored after "
+                            "each level (--no-quiet-gc: leave the collector alone).",
+                            negatable=True)
 
     def __post_init__(self) -> None:
         if not self.loads:
@@ -88,18 +98,39 @@ class RunConfig:
         """This run for worker processes: ``prompts`` (a :class:`PromptSource`) with one
         salt, chosen here, so every worker makes the same prompt for a request index.
         What cannot be split across processes yet is a one-line error."""
-        given = (["--trace"] if self.workload.trace or not isinstance(prompts, PromptSource)
-                 else []) + self.measurement.one_process_only
+        given = self.one_process_only(prompts)
         if given:
             raise ConfigError(f"{', '.join(given)} run in one process only: drop "
                               "--workers/--ray (or use --workers 1)")
         return dataclasses.replace(self, prompts=prompts.salted())
 
-    def worker_count(self, cores: int | None = None) -> int:
-        """How many workers generate the load (``auto`` resolved against ``cores``)."""
-        if self.workers == "auto":
-            return auto_workers(self.loads, cores if cores is not None else os.cpu_count() or 1)
-        return int(self.workers)
+    def one_process_only(self, prompts: Any = None) -> list[str]:
+        """The options given that cannot be split across worker processes yet (``prompts``:
+        the run's, when not ``self.prompts``)."""
+        prompts = prompts if prompts is not None else self.prompts
+        traced = self.workload.trace or (prompts is not None
+                                         and not isinstance(prompts, PromptSource))
+        return (["--trace"] if traced else []) + self.measurement.one_process_only
+
+    def worker_choice(self, in_process_target: bool = False, prompts: Any = None) -> WorkerChoice:
+        """How many processes generate the load, and why (``auto`` resolved against this
+        machine's cores and this process's CPU affinity). ``in_process_target``: the
+        caller gave a Target object, which worker processes cannot share."""
+        if self.workers != "auto":
+            count = int(self.workers)
+            return WorkerChoice(count, self.workers, f"{count} workers, as asked" if count > 1
+                                else "one process, as asked")
+        held = (self.one_process_only(prompts)
+                + (["a Target object"] if in_process_target else []))
+        if held or self.ray is not None:
+            why = ("Ray actors generate the load" if self.ray
+                   else f"{', '.join(held)} run in one process")
+            return WorkerChoice(1, "auto", f"one process: {why}")
+        return choose_workers(self.loads, os.cpu_count() or 1, cpu_affinity())
+
+    def worker_count(self, in_process_target: bool = False, prompts: Any = None) -> int:
+        """How many workers generate the load (``auto`` resolved: :meth:`worker_choice`)."""
+        return self.worker_choice(in_process_target, prompts).workers
 
 
 def check_workers(workers: Workers) -> None:
@@ -124,18 +155,71 @@ def parse_workers(text: str | int) -> Workers:
     return workers
 
 
-def auto_workers(loads: Sequence[Load], cores: int) -> int:
-    """min(cores − 1, what the heaviest level needs), at least 1: each load says what it
-    needs (one worker per :data:`~loadgen.load.STREAMS_PER_WORKER` streams, or per
-    :data:`~loadgen.load.ARRIVALS_PER_S_PER_WORKER` arrivals/s)."""
-    needed = max((load.workers_needed() for load in loads), default=1)
-    return max(1, min(cores - 1, needed))
+@dataclass(frozen=True)
+class WorkerChoice:
+    """How many processes generate a run's load, what was asked, and why (the run's
+    header prints ``reason``; results record all three)."""
+
+    workers: int
+    requested: Workers
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workers": self.workers, "requested": self.requested, "reason": self.reason}
+
+
+def cpu_affinity() -> int | None:
+    """Cores this process may run on (None: the platform does not say)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def usable_cores(cpu_count: int, affinity: int | None) -> int:
+    """Cores loadgen may use: those its affinity allows (else all), one left for the system
+    where there are at least 4."""
+    cores = max(1, min(cpu_count, affinity) if affinity else cpu_count)
+    return cores - 1 if cores >= 4 else cores
+
+
+def choose_workers(loads: Sequence[Load], cpu_count: int,
+                   affinity: int | None) -> WorkerChoice:
+    """``workers="auto"``, as a pure function of the machine and the load: one process while
+    the heaviest level is within one process's budget (each load says what it needs:
+    :data:`~loadgen.load.STREAMS_PER_WORKER` streams, or
+    :data:`~loadgen.load.ARRIVALS_PER_S_PER_WORKER` arrivals/s), then one worker per
+    budget, at most :func:`usable_cores`."""
+    needed, heaviest = 1, ""
+    for load in loads:
+        need = load.workers_needed()
+        if need > needed or not heaviest:
+            needed, heaviest = max(needed, need), load.label
+    cores = usable_cores(cpu_count, affinity)
+    where = (f"{cores} usable core{'s' * (cores > 1)}"
+             + (f" of {cpu_count}" if cores != cpu_count else ""))
+    if needed == 1:
+        return WorkerChoice(1, "auto", f"one process: {heaviest or 'the load'} is within one "
+                            f"process's budget ({STREAMS_PER_WORKER} streams)")
+    workers = min(cores, needed)
+    if workers == 1:
+        return WorkerChoice(1, "auto", f"one process: {heaviest} would take {needed} but "
+                            f"loadgen may use {where}")
+    short = f", of {needed} wanted" if workers < needed else ""
+    return WorkerChoice(workers, "auto", f"{workers} workers: {heaviest} is more than one "
+                        f"process's budget ({STREAMS_PER_WORKER} streams); {where}{short}")
+
+
+def auto_workers(loads: Sequence[Load], cores: int, affinity: int | None = None) -> int:
+    """The worker count of :func:`choose_workers`."""
+    return choose_workers(loads, cores, affinity).workers
 
 
 # The run description's parts, in --help order within each group: (where in the RunConfig
 # build the values go, the dataclass declaring them). A new option is a new field on one.
 RUN_PARTS: tuple[tuple[str, type], ...] = (
-    ("target", TargetSpec), ("options", RequestOptions), ("levels", Levels),
+    ("target", TargetSpec), ("cloudwatch", CloudWatchSettings), ("options", RequestOptions),
+    ("levels", Levels),
     ("stop", StopRule), ("workload", WorkloadSettings), ("timeouts", Timeouts),
     ("measurement", Measurement), ("run", RunConfig))
 
@@ -179,7 +263,8 @@ def build_run(values: Mapping[str, Any] | None = None, *, where: str = "option",
     options = RequestOptions(**parts["options"], timeouts=Timeouts(**parts["timeouts"]))
     return RunConfig(loads=tuple(loads), stop=stop,
                      target=TargetSpec(**parts["target"]), options=options,
-                     workload=workload, measurement=measurement, **parts["run"])
+                     workload=workload, measurement=measurement,
+                     cloudwatch=CloudWatchSettings(**parts["cloudwatch"]), **parts["run"])
 
 
 def choose_levels(levels: Levels, workload: WorkloadSettings, measurement: Measurement,
@@ -220,7 +305,8 @@ def choose_levels(levels: Levels, workload: WorkloadSettings, measurement: Measu
     return levels.loads(workload.seed)
 
 
-__all__ = ["RunConfig", "TargetSpec", "TargetConfig", "DEFAULT_REQUESTS", "default",
-           "parse_workers", "auto_workers", "ArrivalRate", "ConstantConcurrency", "StopRule",
+__all__ = ["RunConfig", "TargetSpec", "TargetConfig", "CloudWatchSettings", "DEFAULT_REQUESTS", "default",
+           "parse_workers", "auto_workers", "choose_workers", "WorkerChoice", "usable_cores",
+           "cpu_affinity", "ArrivalRate", "ConstantConcurrency", "StopRule",
            "RUN_PARTS", "run_options", "option_defaults", "build_run", "SIMULATOR",
            "target_kind"]

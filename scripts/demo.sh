@@ -26,5 +26,6 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   esac
 done
 
+echo "demo.sh: writing $out_dir/report.html and report.md" >&2
+# The run ends with its answer: the headline, then the A-B-A drift verdict.
 "$loadgen" scenario run "$here/scenarios/demo-simulated.yaml" --simulate --out "$out_dir" "$@"
-echo "open $out_dir/report.html (or read $out_dir/report.md)"

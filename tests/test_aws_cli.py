@@ -78,10 +78,14 @@ def test_deploy_prints_time_and_record_and_never_the_hf_token(moto, sm, monkeypa
 
 
 def test_deploy_json_then_status_list_delete(moto, sm):
-    deployed = run(moto, *deploy_args("gemma-qat", "--json", "--record", "runs/qat.json"))
+    deployed = run(moto, *deploy_args("gemma-qat", "--json", "--record", "runs/qat.json",
+                                      "--metrics-frequency", "30", "--detailed-observability"))
     assert deployed.exit_code == 0, deployed.output
     record = json.loads(deployed.stdout)
     assert record["format"] == "loadgen-sagemaker-deployment/1" and Path("runs/qat.json").exists()
+    assert record["spec"]["metrics_config"] == {"EnableEnhancedMetrics": True,
+                                                "MetricPublishFrequencyInSeconds": 30,
+                                                "EnableDetailedObservability": True}
 
     status = run(moto, "status", "gemma-qat")
     assert status.exit_code == 0 and "InService" in status.stdout and record["run_id"] in status.stdout
@@ -118,6 +122,8 @@ def test_refused_instance_type_is_one_line_and_rolled_back(moto, sm):
         (["delete"], "either an endpoint NAME or --record"),
         (["delete", "--record", "nope.json"], "nope.json does not exist"),
         (["deploy", "--name", "bad_name", "--image", IMAGE, "--role", ROLE], "not valid for SageMaker"),
+        (["deploy", "--name", "x", "--image", IMAGE, "--role", ROLE, "--metrics-frequency", "15"],
+         "'15' is not one of '10', '30'"),
         (
             ["deploy", "--name", "x", "--image", IMAGE, "--role", ROLE, "--env", "NOT_SET_ANYWHERE_42"],
             "not set in your environment",

@@ -266,24 +266,14 @@ def test_a_failing_final_write_goes_to_a_fallback_file(sim_url, tmp_path, monkey
 
 
 def test_saturation_warning_suggests_uvloop_only_when_it_is_not_in_use():
-    import asyncio
+    from loadgen.machine import MachineLoad
+    from loadgen.selfcheck import Observed, diagnose
 
-    import uvloop
-
-    from loadgen.selfcheck import ClientMonitor
-
-    async def saturated() -> str:
-        monitor = ClientMonitor(interval_s=0.001)
-        task = asyncio.ensure_future(monitor.run())
-        for _ in range(20):
-            await asyncio.sleep(0.002)
-            time.sleep(0.03)  # block the loop: lag far above the 10 ms limit
-        task.cancel()
-        return monitor.report().warning
-
-    assert "loadgen[fast]" in asyncio.run(saturated())
-    on_uvloop = uvloop.run(saturated())
-    assert "client saturated" in on_uvloop and "loadgen[fast]" not in on_uvloop
+    busy = MachineLoad(98.0, 1.0, 0.0, 5.0, 2, 1.0)  # our own loop uses the whole core
+    without = diagnose(Observed(busy, 40.0, 35.0, 50.0, on_uvloop=False))[1]
+    with_uvloop = diagnose(Observed(busy, 40.0, 35.0, 50.0, on_uvloop=True))[1]
+    assert "loadgen[fast]" in without
+    assert "CPU-bound" in with_uvloop and "loadgen[fast]" not in with_uvloop
 
 
 def test_help_imports_no_heavy_libraries_and_lists_every_command():

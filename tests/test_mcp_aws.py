@@ -94,10 +94,15 @@ def test_the_token_still_reaches_the_container(moto, tmp_path):
 def test_a_secret_copied_into_another_variable_is_masked_too(moto, tmp_path):
     async def body(client):
         return await call(client, "deploy_endpoint", name="gemma-x", image=IMAGE, role=ROLE,
-                          env=[f"SM_VLLM_EXTRA={HF_SECRET}"], **QUICK)
+                          env=[f"SM_VLLM_EXTRA={HF_SECRET}"], metrics_frequency_s=60,
+                          detailed_observability=True, **QUICK)
 
     deployed = session(server_options(tmp_path, moto), body)
     assert deployed["deployment"]["spec"]["environment"]["SM_VLLM_EXTRA"] == "***"
+    # The endpoint config's MetricsConfig as asked (the wire format: test_cloudwatch_metrics).
+    assert deployed["deployment"]["spec"]["metrics_config"] == {
+        "EnableEnhancedMetrics": True, "MetricPublishFrequencyInSeconds": 60,
+        "EnableDetailedObservability": True}
 
 
 def test_without_allow_deploy_deploy_delete_and_deploying_scenarios_are_refused(moto, tmp_path):

@@ -34,7 +34,7 @@ def test_stdio_subprocess_runs_a_sweep_against_the_simulator(tmp_path, sim_url):
         return tools, status, results
 
     tools, status, results = session(server, body)
-    assert len(tools.tools) == 14
+    assert len(tools.tools) == 18  # 14 + the four server tools
     assert status["state"] == "completed" and status["completed"] == 6
     assert [lv["requests"]["completed"] for lv in results["levels"]] == [3, 3]
     assert (tmp_path / "w" / "runs" / status["run_id"] / "results.json").exists()

@@ -30,8 +30,9 @@ def study_dir(tmp_path_factory):
     return directory, output
 
 
-PLOT_KEYS = ("decode", "throughput", "cost", "latency_ttft_ms", "latency_itl_ms",
-             "latency_e2e_ms", "latency_throughput")
+# In page order: the checkpoints overlaid first, then the per-phase panels.
+PLOT_KEYS = ("latency_throughput", "cdf_ttft_ms", "cdf_itl_ms", "cost", "decode", "throughput",
+             "latency_ttft_ms", "latency_itl_ms", "latency_e2e_ms")
 
 
 def test_all_formats_are_written(study_dir):
@@ -55,11 +56,14 @@ def test_markdown_has_the_studys_numbers_and_the_simulated_label(study_dir):
     text = (study_dir[0] / "report.md").read_text()
     # No scenario name: the title names what was compared.
     assert text.startswith("# loadgen report: google/gemma-4-E2B-it vs "
-                           "google/gemma-4-E2B-it-qat-w4a16-ct (SIMULATED)")
-    assert "> **SIMULATED: these numbers come from loadgen's built-in simulator" in text
-    for needle in ("$6.86 → $3.67", "$0.51 → $0.29", "| concurrency 16 | qat | 40/0 | 1,077.25",
-                   "bf16 #1 37/40, qat 37/40; 35/40 responses identical",
-                   "A-B-A drift: within tolerance", "| model weights (GiB) | 9.75 | 8.01 | 9.75 |",
+                           "google/gemma-4-E2B-it-qat-w4a16-ct\n\n> **SIMULATED: these numbers "
+                           "come from loadgen's built-in simulator")
+    assert text.count("SIMULATED") == 1  # one banner, at the top
+    for needle in ("| $ per 1M output tokens, concurrency 1 | $6.86 | $3.67 | 0.53× \\[",
+                   "| $ per 1M output tokens, concurrency 16 | $0.51 | $0.29 |",
+                   "| output tok/s | 619.10 | 1,077.25 | 625.15 | 1.74× \\[",
+                   "| fidelity: correct | 37/40 | 37/40 | – | 35/40 identical",
+                   "| within tolerance |", "| model weights (GiB) | 9.75 | 8.01 | 9.75 |",
                    "| KV-cache capacity (tokens) | 723,484 | 867,999 | 723,484 |",
                    "| price\\_per\\_hour | 1.1267 |",
                    "Measured: bf16 #1: google/gemma-4-E2B-it at sagemaker ",
@@ -70,7 +74,7 @@ def test_markdown_has_the_studys_numbers_and_the_simulated_label(study_dir):
 
 def test_html_is_self_contained_and_labelled(study_dir):
     page = (study_dir[0] / "report.html").read_text()
-    assert 'id="simulated-banner"' in page and "SIMULATED DATA" in page
+    assert 'id="simulated-banner"' in page and page.count("SIMULATED: these numbers") == 1
     keys = re.findall(r'<figure data-plot="([^"]+)"><img alt="[^"]*" '
                       r'src="data:image/png;base64,', page)
     assert keys == list(PLOT_KEYS)
@@ -180,7 +184,7 @@ def test_a_phase_that_measured_nothing_still_renders(tmp_path):
     level = output.summary["phases"][1]["levels"][0]
     assert level["cost_per_million_output_tokens"] is None
     markdown = (tmp_path / "report.md").read_text()
-    assert "| concurrency 4 | qat | 0/12 | 0.00 |" in markdown
+    assert "| completed/failed | 40/0 | 0/12 |" in markdown
     assert "- qat, concurrency 4: event loop lagged 80 ms" in markdown
     assert "PARTIAL" in markdown
     assert (tmp_path / "report.html").stat().st_size > 0
@@ -213,8 +217,8 @@ def test_report_on_a_plain_sweep_results_file(sim_url, tmp_path):
     directory = tmp_path / "sweep-report"
     assert {p.name for p in directory.iterdir()} == {"report.md", "summary.json", "report.csv"}
     markdown = (directory / "report.md").read_text()
-    assert "## Throughput and cost per level" in markdown and "## Latency percentiles" in markdown
+    assert "## Per load level" in markdown and "verdict" not in markdown
     assert "drift" not in markdown.lower() and "## Comparison" not in markdown
-    assert "## Fidelity" not in markdown and "## Single-stream" not in markdown
+    assert "## Fidelity" not in markdown and "single stream" not in markdown
     assert "loadgen-sim, concurrency 2:" in markdown  # the levels are the headline
     assert sim_url in markdown  # the phases table names the target

@@ -40,7 +40,8 @@ def _part(config: RunConfig, field: OptionField):
         return config.loads
     holder = {"target": config.target, "options": config.options, "stop": config.stop,
               "timeouts": config.options.timeouts, "workload": config.workload,
-              "measurement": config.measurement, "run": config}[field.part]
+              "measurement": config.measurement, "cloudwatch": config.cloudwatch,
+              "run": config}[field.part]
     return getattr(holder, field.name)
 
 
@@ -62,7 +63,8 @@ def _sample(field: OptionField):
     elif field.key == "target":
         return HTTP
     else:
-        value = "x.jsonl" if field.key not in ("endpoint_url",) else "http://127.0.0.1:1"
+        value = ("x.jsonl" if field.key not in ("endpoint_url", "cloudwatch_endpoint_url")
+                 else "http://127.0.0.1:1")
     return [value] if spec.item is not None else value
 
 

@@ -60,10 +60,13 @@ def test_sweep_results_match_the_http_target(tmp_path, sim_url):
     sagemaker = json.loads((tmp_path / "sagemaker.json").read_text())
     http = json.loads((tmp_path / "http.json").read_text())
 
-    # Server-side /metrics samples exist only where the server exposes them (not SageMaker).
+    # Server-side /metrics samples exist only where the server exposes them (not SageMaker);
+    # CloudWatch metrics only for SageMaker (skipped here: the runtime is local, no emulator).
     for level in sagemaker["levels"] + http["levels"]:
         assert "server_metrics" in level
         level.pop("server_metrics")
+    for level in sagemaker["levels"]:
+        assert level.pop("cloudwatch")["status"] == "skipped"
     assert shape(sagemaker["levels"]) == shape(http["levels"])
     assert set(http) <= set(sagemaker)
     assert [level["load"]["concurrency"] for level in sagemaker["levels"]] == [1, 4]

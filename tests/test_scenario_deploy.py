@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import boto3
@@ -47,6 +49,7 @@ def scenario_file(tmp_path: Path, moto_url: str, runtime_url: str) -> Path:
     path.write_text(textwrap.dedent(f"""\
         name: deploy-test
         hardware: {{instance_type: ml.g4dn.xlarge, region: {REGION}, price_per_hour: 0.7364}}
+        request: {{cloudwatch_wait_s: 3}}
         measurements:
           single_stream: {{requests: 2, output_tokens: 8, warmup: 0}}
           fixed_length: {{enabled: false}}
@@ -76,7 +79,24 @@ def scenario_file(tmp_path: Path, moto_url: str, runtime_url: str) -> Path:
     return path
 
 
+def publish_endpoint_metrics(url: str, endpoint: str, seconds: int = 180) -> None:
+    """What SageMaker would publish for the endpoint: a point every 10 s from 20 s ago to
+    ``seconds`` ahead (the levels' windows are not known in advance): ModelLatency 250 ms,
+    100 invocations and CPU 35 % per period."""
+    cw = boto3.client("cloudwatch", endpoint_url=url, region_name=REGION)
+    dims = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": "AllTraffic"}]
+    now = int(time.time()) // 10 * 10
+    for t in range(now - 20, now + seconds, 10):
+        when = datetime.fromtimestamp(t + 1, timezone.utc)
+        for namespace, name, value in (("AWS/SageMaker", "ModelLatency", 250_000),
+                                       ("AWS/SageMaker", "Invocations", 100),
+                                       ("/aws/sagemaker/Endpoints", "CPUUtilization", 35)):
+            cw.put_metric_data(Namespace=namespace, MetricData=[
+                {"MetricName": name, "Dimensions": dims, "Timestamp": when, "Value": value}])
+
+
 def test_each_phase_deploys_measures_and_tears_down_even_when_it_fails(aws, tmp_path):
+    publish_endpoint_metrics(aws, "openai")
     startup_log = (LOGS / "vllm-0.10.2.log").read_text(encoding="utf-8").splitlines()
     for endpoint in ("openai", "missing"):  # what the container would have logged
         write_endpoint_log(aws, REGION, endpoint, startup_log)
@@ -105,6 +125,18 @@ def test_each_phase_deploys_measures_and_tears_down_even_when_it_fails(aws, tmp_
     measured = json.loads((out / "phase-bf16-a.json").read_text())
     assert measured["target"]["endpoint"] == "openai"
     assert [lv["requests"]["completed"] for lv in measured["measurements"]["sweep"]] == [2, 2]
+    # Each level's endpoint metrics, read from CloudWatch after the phase (file rewritten);
+    # the deploy asked for enhanced metrics every 10 s.
+    for level in [*measured["measurements"]["sweep"], measured["measurements"]["single_stream"]]:
+        cw = level["cloudwatch"]
+        assert cw["status"] == "complete" and cw["endpoint"] == "openai"
+        assert cw["metrics"]["ModelLatency"]["level"]["mean_ms"] == 250.0
+        assert cw["metrics"]["CPUUtilization"]["level"]["mean"] == 35.0
+        assert "GPUUtilization" in cw["empty"]
+    assert measured["deployment"]["spec"]["metrics_config"] == {
+        "EnableEnhancedMetrics": True, "MetricPublishFrequencyInSeconds": 10,
+        "EnableDetailedObservability": False}
+    assert any("CloudWatch metrics: complete" in m for m in messages)
 
     # Nothing is left billing, and the token never reached a file.
     sagemaker = boto3.client("sagemaker", endpoint_url=aws, region_name=REGION)

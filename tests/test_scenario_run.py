@@ -56,8 +56,12 @@ def test_demo_writes_every_report_and_phase_file(demo_dir):
     names = sorted(p.name for p in out.iterdir() if p.is_file())
     assert {"report.md", "report.html", "summary.json", "phase-bf16-a.json", "phase-qat.json",
             "phase-bf16-b.json"} <= set(names)
-    assert f"open {out}/report.html" in done.stdout
+    assert f"report: {out}/report.html" in done.stdout
     assert "SIMULATED" in done.stderr
+    # The run ends with its answer: the headline, then the drift verdict (issue 18).
+    *_, headline, verdict = done.stderr.strip().splitlines()
+    assert headline.startswith("qat decodes ") and " as fast as bf16-a " in headline
+    assert verdict.startswith("A-B-A drift: ")
 
 
 def test_phase_files_hold_the_measurements_in_study_order(demo_dir):
@@ -70,7 +74,8 @@ def test_phase_files_hold_the_measurements_in_study_order(demo_dir):
         assert data["phase"]["status"] == "complete" and data["partial"] is False
         assert data["simulated"] is True and data["simulation"]["time_scale"] == TIME_SCALE
         m = data["measurements"]
-        assert m["single_stream"]["requests"]["completed"] == 3
+        assert m["single_stream"]["requests"]["completed"] == 8
+        assert data["workload"]["paired"] is True and data["workload"]["seed"] == 0
         assert m["fixed_length"]["tokens"] == 256 and len(m["fixed_length"]["e2e_s"]) == 2
         assert m["fixed_length"]["min_s"] <= m["fixed_length"]["max_s"]
         assert [lv["load"]["concurrency"] for lv in m["sweep"]] == [1, 4, 16]

@@ -102,8 +102,9 @@ def test_secret_option_values_are_masked_in_the_recorded_command():
 def test_facts_of_the_real_vllm_cpu_log_and_a_quantized_checkpoint():
     cpu = parse_startup_log((LOGS / "vllm-0.32.0-cpu.log").read_text().splitlines())
     assert (cpu.vllm_version, cpu.model, cpu.dtype, cpu.max_model_len) == \
-        ("0.32.0", "/tmp/tiny-llama", "float32", 1024)
-    assert (cpu.kv_cache_tokens, cpu.max_concurrency, cpu.engine_init_s) == (2_097_152, 2048.0, 46.02)
+        ("0.32.0", "/work/stage/tiny-llama", "float32", 1024)
+    assert (cpu.kv_cache_tokens, cpu.max_concurrency, cpu.engine_init_s) == (1_048_576, 1024.0, 72.53)
+    assert cpu.kv_cache_gib == 1.0  # "Explicitly set (1.0/9.96) GiB for KV cache on node 0"
     assert cpu.quantization is None and cpu.cuda_graph_s is None  # CPU: no CUDA graphs
     qat = parse_startup_log((LOGS / "vllm-0.33.0.log").read_text().splitlines())
     assert qat.quantization == "compressed-tensors"

@@ -72,10 +72,11 @@ def test_bad_workers_and_conflicting_api_keywords_are_one_line_errors():
 
 
 def test_auto_workers_is_what_the_load_needs_within_the_cores():
+    # (tests/test_worker_choice.py has the whole choice; this is the short form)
     assert auto_workers([ConstantConcurrency(4)], cores=8) == 1
     assert auto_workers([ConstantConcurrency(1024)], cores=8) == 4
-    assert auto_workers([ConstantConcurrency(1024)], cores=2) == 1
-    assert auto_workers([ArrivalRate(120)], cores=8) == 3
+    assert auto_workers([ConstantConcurrency(1024)], cores=2) == 2
+    assert auto_workers([ArrivalRate(120)], cores=8) == 2
 
 
 # --------------------------------------------------------------------------- splitting

@@ -26,6 +26,7 @@ from ..redact import is_secret_name, redact_environment
 from ..targets.sagemaker import is_endpoint_name
 from .errors import aws_call
 from .logs import endpoint_facts, tail_endpoint_log
+from .metrics_config import EndpointMetricsConfig, metrics_config_argument
 from .record import (
     DELETED,
     ENDPOINT,
@@ -91,6 +92,7 @@ class DeploySpec:
     startup_timeout_s: int | None = None  # ContainerStartupHealthCheckTimeoutInSeconds
     inference_ami_version: str | None = None  # e.g. al2-ami-sagemaker-inference-gpu-3-1
     tags: Mapping[str, str] = field(default_factory=dict)
+    metrics: EndpointMetricsConfig = EndpointMetricsConfig()  # the endpoint config's MetricsConfig
 
     def validate(self) -> None:
         if not is_endpoint_name(self.name):
@@ -105,6 +107,7 @@ class DeploySpec:
             raise ConfigError(f"--instance-count must be at least 1, not {self.instance_count}")
         if self.model_id and "SM_VLLM_MODEL" in self.environment and self.environment["SM_VLLM_MODEL"] != self.model_id:
             raise ConfigError("both --model-id and --env SM_VLLM_MODEL=... given; use only --model-id")
+        self.metrics.validate()
 
     def container_environment(self) -> dict[str, str]:
         environment = dict(self.environment)
@@ -127,6 +130,7 @@ class DeploySpec:
             "startup_timeout_s": self.startup_timeout_s,
             "inference_ami_version": self.inference_ami_version,
             "tags": dict(self.tags),
+            "metrics_config": self.metrics.to_api(),
         }
 
 
@@ -206,6 +210,9 @@ class _Deployer:
     def say(self, status: str) -> None:
         self.on_status(status, (time.perf_counter_ns() - self.started_ns) / 1e9)
 
+    def warn(self, text: str) -> None:
+        self.say(f"warning: {text}")
+
     def create_all(self) -> int:
         """Create model, endpoint config, endpoint; returns when CreateEndpoint was sent."""
         dep, spec = self.dep, self.spec
@@ -226,6 +233,7 @@ class _Deployer:
                 EndpointConfigName=dep.endpoint_config_name,
                 ProductionVariants=[_variant(spec, dep.model_name)],
                 Tags=tags,
+                **metrics_config_argument(self.sagemaker, spec.metrics, self.warn),
             )
         self.dep = self.dep.with_created(ENDPOINT_CONFIG)
 
@@ -345,6 +353,7 @@ def deploy_endpoint(
     facts_wait_s: float = 30.0,
     on_status: StatusCallback | None = None,
     cancel: threading.Event | None = None,
+    aws: AwsConfig | None = None,
 ) -> Deployment:
     """Create model, endpoint config and endpoint; wait for InService; return the record.
 
@@ -354,10 +363,11 @@ def deploy_endpoint(
     lines; the endpoint is left for inspection), :class:`DeployCancelled` when
     ``cancel`` is set, and ``LoadgenError`` for a refused create call (after
     deleting what was already created). On KeyboardInterrupt the record on disk
-    still names everything that may exist: pass it to ``delete_deployment``.
+    still names everything that may exist: pass it to ``delete_deployment``. ``aws``:
+    clients to use instead of new ones from ``region``/``endpoint_url``.
     """
     spec.validate()
-    aws = AwsConfig(region=region, endpoint_url=endpoint_url)
+    aws = aws or AwsConfig(region=region, endpoint_url=endpoint_url)
     path = Path(record_path) if record_path is not None else Path(f"{spec.name}.deployment.json")
     _check_record_path(path)
     run_id = new_run_id()

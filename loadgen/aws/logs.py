@@ -32,6 +32,14 @@ def iter_log_lines(
     logs_client: Any, group: str, *, start_ms: int | None = None, end_ms: int | None = None
 ) -> Iterator[str]:
     """Every event message of ``group`` (all streams, oldest first), one line each."""
+    for _, line in iter_log_events(logs_client, group, start_ms=start_ms, end_ms=end_ms):
+        yield line
+
+
+def iter_log_events(
+    logs_client: Any, group: str, *, start_ms: int | None = None, end_ms: int | None = None
+) -> Iterator[tuple[float, str]]:
+    """``(event time in epoch seconds, message)`` of every event of ``group``, oldest first."""
     kwargs: dict[str, Any] = {"logGroupName": group, "interleaved": True}
     if start_ms is not None:
         kwargs["startTime"] = start_ms
@@ -42,7 +50,7 @@ def iter_log_lines(
         try:
             for page in pages:
                 for event in page.get("events", []):
-                    yield event.get("message", "").rstrip("\r\n")
+                    yield event.get("timestamp", 0) / 1000, event.get("message", "").rstrip("\r\n")
         except ClientError as err:
             if error_code(err) == "ResourceNotFoundException":
                 raise LogGroupMissing(
@@ -73,6 +81,23 @@ def tail_endpoint_log(endpoint_name: str, aws: AwsConfig, *, lines: int = 20, st
 # timeout (at most an hour) plus restarts. Reading no further than this keeps a
 # long-lived endpoint's request and ping log lines out of the read.
 STARTUP_WINDOW_S = 2 * 3600
+
+
+def endpoint_stats_series(
+    endpoint_name: str, *, region: str | None = None, endpoint_url: str | None = None,
+    since_s: float | None = None,
+) -> dict[str, Any]:
+    """vLLM's periodic stats lines (running, waiting, KV usage, throughput) from the
+    endpoint's log as a server series (:func:`loadgen.vllm.stats_log.stats_series`): the
+    last ``since_s`` seconds, or the whole group."""
+    import time
+
+    from ..vllm.stats_log import stats_series
+
+    aws = AwsConfig(region=region, endpoint_url=endpoint_url)
+    start_ms = int((time.time() - since_s) * 1000) if since_s else None
+    events = iter_log_events(aws.logs(), endpoint_log_group(endpoint_name), start_ms=start_ms)
+    return {**stats_series(events), "endpoint": endpoint_name}
 
 
 def endpoint_facts_now(

@@ -30,9 +30,11 @@ from ..aws import (
     parse_env,
 )
 from ..aws.logs import endpoint_facts_now
+from ..aws.metrics_config import PUBLISH_FREQUENCIES_S, EndpointMetricsConfig
 from ..aws.record import DELETED
 from ..aws.resources import Teardown
 from ..errors import AwsError, ConfigError
+from ..runconfig import default
 from ..vllm.facts import ServerFacts, facts_from_log_file, parse_startup_log
 from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
@@ -66,7 +68,9 @@ class StatusLine:
 
     def __call__(self, status: str, elapsed_s: float) -> None:
         text = f"{self.label}: {status} ({_duration(elapsed_s)})"
-        if self.tty:
+        if status.startswith("warning:"):  # its own line, never overwritten
+            self.stream.write(("\r\x1b[K" if self.tty else "") + status + "\n")
+        elif self.tty:
             self.stream.write("\r\x1b[K" + text)
         elif status != self.last:
             self.stream.write(text + "\n")
@@ -195,6 +199,16 @@ def _offer_teardown(record: Path, yes: bool, why: str, poll_s: float) -> bool:
     click.option("--inference-ami-version", help="e.g. al2-ami-sagemaker-inference-gpu-3-1 (driver/CUDA version)."),
 )
 @cloup.option_group(
+    "CloudWatch metrics (the endpoint config's MetricsConfig)",
+    click.option("--metrics-frequency", type=click.Choice([str(s) for s in PUBLISH_FREQUENCIES_S]),
+                 default=str(default(EndpointMetricsConfig, "frequency_s")), metavar="S",
+                 help="Seconds between the endpoint's CloudWatch data points (enhanced metrics on; "
+                      "10, 30, 60, 120, 180, 240 or 300)."),
+    click.option("--detailed-observability/--no-detailed-observability",
+                 default=default(EndpointMetricsConfig, "detailed_observability"),
+                 help="Also publish the container's own /metrics (vLLM's) to CloudWatch (more cost)."),
+)
+@cloup.option_group(
     "Waiting",
     click.option("--wait-timeout", type=float, default=3600.0, metavar="S",
                  help="Give up waiting for InService after this many seconds."),
@@ -215,14 +229,15 @@ def _offer_teardown(record: Path, yes: bool, why: str, poll_s: float) -> bool:
 @one_line_errors
 def deploy(name: str, image: str, model_id: str | None, env_items: tuple[str, ...], instance_type: str,
            instance_count: int, role: str, startup_timeout: int | None, inference_ami_version: str | None,
-           tag_items: tuple[str, ...], wait_timeout: float, poll_interval: float, facts_wait: float,
-           record: Path | None, yes: bool,
+           tag_items: tuple[str, ...], metrics_frequency: str, detailed_observability: bool,
+           wait_timeout: float, poll_interval: float, facts_wait: float, record: Path | None, yes: bool,
            as_json: bool, region: str | None, endpoint_url: str | None) -> None:
     """Create model, endpoint config and endpoint; wait for InService; record the time and facts."""
     spec = DeploySpec(
         name=name, image=image, role_arn=role, model_id=model_id, environment=parse_env(env_items),
         instance_type=instance_type, instance_count=instance_count, startup_timeout_s=startup_timeout,
         inference_ami_version=inference_ami_version, tags=parse_tags(tag_items),
+        metrics=EndpointMetricsConfig(int(metrics_frequency), detailed_observability),
     )
     spec.validate()
     record = record or Path(f"{name}.deployment.json")
@@ -330,15 +345,24 @@ def _facts_from_file(path: str) -> ServerFacts:
 @click.option("--log", "log_file", metavar="FILE", help="A vLLM server's log file ('-' for stdin).")
 @click.option("--endpoint", "endpoint_name", metavar="NAME", help="A SageMaker endpoint: read its CloudWatch log.")
 @click.option("--url", metavar="URL", help="A running vLLM server: read its /metrics (KV-cache facts only).")
+@click.option("--stats", is_flag=True, help="Instead: vLLM's periodic stats lines (running, waiting, KV "
+              "usage, tok/s) as a server series, from --log or --endpoint.")
+@click.option("--since", type=click.FloatRange(min=1), metavar="S", help="--stats --endpoint: only the "
+              "last S seconds of the log.", show_default="the whole log")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @aws_options
 @one_line_errors
-def facts(log_file: str | None, endpoint_name: str | None, url: str | None, as_json: bool,
-          region: str | None, endpoint_url: str | None) -> None:
+def facts(log_file: str | None, endpoint_name: str | None, url: str | None, stats: bool, since: float | None,
+          as_json: bool, region: str | None, endpoint_url: str | None) -> None:
     """Deployment facts from vLLM: weight loading time, model memory, KV-cache size, max concurrency."""
     sources = [s for s in (log_file, endpoint_name, url) if s is not None]
     if len(sources) != 1:
         raise ConfigError("pass exactly one of --log FILE, --endpoint NAME, --url URL")
+    if stats or since is not None:
+        from .stats import print_stats
+
+        print_stats(log_file, endpoint_name, url, since, as_json, region, endpoint_url)
+        return
     if log_file is not None:
         found = _facts_from_file(log_file)
     elif endpoint_name is not None:

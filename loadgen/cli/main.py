@@ -88,7 +88,14 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     finally:
         progress.close()
     data = result.to_dict()
-    echo(format_table(data["levels"]))
+    from ..report.workload import describe_workload
+
+    echo(format_table(data["levels"], workload=describe_workload(data)))
+    if any(level.get("cloudwatch") for level in data["levels"]):  # sagemaker:// runs
+        from ..report.cloudwatch import cloudwatch_lines
+
+        for line in cloudwatch_lines(data["levels"]):
+            echo(line)
     if (data.get("profile") or {}).get("name") == "slo-search":
         echo(format_knee(data["profile"]))
     if data["target"].get("stream") is False:

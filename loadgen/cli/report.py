@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError
-from ..report.compare import compare_runs, format_comparison
+from ..report.compare import compare_runs
+from ..report.compare_text import format_comparison
+from ..report.labels import pair_labels
 from ..report.files import (
     REPORT_FORMATS,
     parse_formats,
@@ -30,38 +32,26 @@ from .common import one_line_errors
 @click.option("--drift-tolerance", type=float, metavar="FRACTION",
               show_default="the earlier summary.json's, else 0.05",
               help="A-B-A drift tolerance, a fraction (0.05: 5%).")
+@click.option("--labels", metavar="A,B,...", help="Names for the runs, one per results file "
+              "in study order (default: phase labels, else model names; a repeat gets #1, #2).")
 @one_line_errors
 def report(source: Path, formats: str, price_per_hour: float | None,
-           drift_tolerance: float | None) -> None:
+           drift_tolerance: float | None, labels: str | None) -> None:
     """Build reports from a run/sweep results file (into FILE-report/) or from the phase
     results files of a scenario DIRECTORY (into DIRECTORY)."""
     if source.is_file():
         _, output = report_file(source, formats=parse_formats(formats),
-                                price_per_hour=price_per_hour, drift_tolerance=drift_tolerance)
+                                price_per_hour=price_per_hour, drift_tolerance=drift_tolerance,
+                                labels=labels)
     else:
         output = report_directory(source, formats=parse_formats(formats),
-                                  price_per_hour=price_per_hour, drift_tolerance=drift_tolerance)
+                                  price_per_hour=price_per_hour, drift_tolerance=drift_tolerance,
+                                  labels=labels)
     if output.summary["simulated"]:
         click.echo("SIMULATED: these results come from the built-in simulator.", err=True)
     for paths in output.files.values():
         for path in paths:
             click.echo(str(path))
-
-
-def _default_label(result: dict, path: Path) -> str:
-    return str((result.get("phase") or {}).get("label")
-               or (result.get("target") or {}).get("model") or path.stem)
-
-
-def _labels(option: str | None, results: list[dict], paths: list[Path]) -> tuple[str, str]:
-    if option:
-        labels = [part.strip() for part in option.split(",")]
-        if len(labels) != 2 or not all(labels):
-            raise ConfigError(f"--labels takes two names separated by a comma, e.g. "
-                              f"bf16,qat (got {option!r})")
-        return labels[0], labels[1]
-    a, b = (_default_label(r, p) for r, p in zip(results, paths))
-    return (a, b) if a != b else (paths[0].stem, paths[1].stem)
 
 
 @click.command("compare")
@@ -74,7 +64,8 @@ def _labels(option: str | None, results: list[dict], paths: list[Path]) -> tuple
 def compare(file_a: Path, file_b: Path, labels: str | None, as_json: bool) -> None:
     """Compare run B (FILE_B) with run A (FILE_A): fidelity answers and B/A ratios."""
     results = [read_results(file_a), read_results(file_b)]
-    result = compare_runs(*results, labels=_labels(labels, results, [file_a, file_b]))
+    names = pair_labels(labels, results, [file_a.stem, file_b.stem])
+    result = compare_runs(*results, labels=names)
     if as_json:
         click.echo(json.dumps(result, indent=2, ensure_ascii=False))
     else:

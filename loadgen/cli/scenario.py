@@ -175,14 +175,6 @@ def _print_outcome(result: ScenarioRun, simulate: bool) -> None:
         detail = f": {outcome.error}" if outcome.error else ""
         click.echo(f"{outcome.label}: {outcome.status}{detail}", err=True)
     summary = result.summary or {}
-    comparison = summary.get("comparison") or {}
-    decode = comparison.get("single_stream_decode") or {}
-    if decode.get("ratio") is not None:
-        click.echo(f"single-stream decode {comparison.get('candidate')} / "
-                   f"{comparison.get('baseline')}: {decode['ratio']:.2f}x", err=True)
-    drift = summary.get("drift") or {}
-    if drift.get("verdict"):
-        click.echo(f"A-B-A drift: {drift['verdict']}", err=True)
     for files in result.report_files.values():
         for path in files:
             click.echo(f"report: {path}")
@@ -190,3 +182,15 @@ def _print_outcome(result: ScenarioRun, simulate: bool) -> None:
         click.echo(result.report_error, err=True)
     if simulate:
         click.echo(banner.strip(), err=True)
+    _print_answer(summary)
+
+
+def _print_answer(summary: dict) -> None:
+    """The run ends with its answer: the headline sentence, then the drift verdict."""
+    from ..report.headline import headline_sentence
+
+    if summary.get("comparison"):
+        click.echo(headline_sentence(summary), err=True)
+    drift = summary.get("drift") or {}
+    if drift.get("verdict"):
+        click.echo(f"A-B-A drift: {drift['verdict']}", err=True)

@@ -17,7 +17,7 @@ from ..load import Load, StopRule
 from ..metrics import LevelMetrics
 from ..record import Prompt, RequestRecord
 from ..slo import SLO, SLOCounts
-from ..targets.base import PreparedRequest, PreparingTarget, Target
+from ..targets.base import ChainingTarget, PreparedRequest, PreparingTarget, Target
 from ..workload.prompts import Session
 from .control import RunControl
 from .share import RequestIds, Share
@@ -48,6 +48,7 @@ class LevelRun:
     slos: tuple[SLO, ...] = ()  # judged on every measured request
     sinks: tuple[RecordSink, ...] = ()  # exports: see every measured request
     clock: Clock = MONOTONIC
+    quiet_gc: bool = True  # setup frozen, thresholds raised while measuring (gcpolicy)
     # Called as each measured request (not one of the ramp-up) starts: a worker counts
     # them where its parent can read the count even after the worker was killed.
     on_start: Callable[[], None] | None = None
@@ -88,6 +89,7 @@ class Level:
         self.grace_s = stop.graceful_stop_s
         # Checked once: isinstance against a runtime Protocol costs ~100 µs.
         self.preparing = isinstance(target, PreparingTarget)
+        self.chaining = isinstance(target, ChainingTarget)  # the closed loop's fast path
         self.on_start = how.on_start if measured else None
 
     # -- the phase's time line --------------------------------------------------------------

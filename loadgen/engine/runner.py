@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..clock import MONOTONIC, Clock, first_of
+from ..gcpolicy import quiet_gc as gc_off_the_measurement
 from ..load import CLOSED_LOOP, Load, StopRule, connections_needed
 from ..metrics import LevelMetrics
 from ..record import RequestRecord
 from ..selfcheck import ClientMonitor, ClientReport
 from ..slo import SLO, SLOCounts
 from ..targets.base import Target
-from .closed_loop import start_streams
+from .closed_loop import first_requests, start_streams
 from .control import RunControl
 from .level import Level, LevelRun, Prompts
 from .open_loop import send_on_schedule
@@ -68,6 +69,9 @@ class LevelResult:
     # Why requests counted incomplete were (besides a stop): {"worker_died": n} when a
     # worker process died with requests it had started and not reported.
     incomplete_reasons: dict[str, int] = field(default_factory=dict)
+    # sagemaker:// targets: the endpoint's own CloudWatch metrics over the level
+    # (loadgen.aws.level_metrics); None for other targets.
+    cloudwatch: dict[str, Any] | None = None
     # The client's per-second rows and where server series sit on their axis
     # (loadgen.timeline); None when workers generated the level.
     timeline: dict[str, Any] | None = None
@@ -78,15 +82,17 @@ async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts
                     on_progress: ProgressFn | None = None,
                     ids: RequestIds | None = None,
                     watchers: Sequence[Watcher] = (), slos: Sequence[SLO] = (),
-                    sinks: Sequence[RecordSink] = (), clock: Clock = MONOTONIC) -> LevelResult:
+                    sinks: Sequence[RecordSink] = (), clock: Clock = MONOTONIC,
+                    quiet_gc: bool = True) -> LevelResult:
     """Warm up (if asked), then measure one level. Never raises for request failures.
 
     ``watchers`` (e.g. a server-metrics sampler) run alongside the measured phase, next to
     the client self-check. ``slos`` are evaluated on every measured request; ``sinks``
     (exports) see every measured request as it finishes. ``clock``: tests pass a virtual one.
+    ``quiet_gc``: garbage collection off the measurement (:mod:`loadgen.gcpolicy`).
     """
     how = LevelRun(control or RunControl(), ids or RequestIds(), keep_records=keep_records,
-                   slos=tuple(slos), sinks=tuple(sinks), clock=clock)
+                   slos=tuple(slos), sinks=tuple(sinks), clock=clock, quiet_gc=quiet_gc)
     await warm_up(target, load, stop, prompts, how)
     return await measure(target, load, stop, prompts, how, on_progress=on_progress,
                          watchers=watchers)
@@ -113,16 +119,19 @@ async def measure(target: Target, load: Load, stop: StopRule, prompts: Prompts, 
     worker's share of it (ramp-up offsets)."""
     level = Level(target, load, stop, prompts, how, measured=True, metrics=metrics,
                   slo=slo, whole=whole)
-    monitor = ClientMonitor(clock=how.clock)
-    before = _connection_counters(target)
-    t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)
+    with gc_off_the_measurement(load, how.quiet_gc):  # its collection is not the level's CPU
+        monitor = ClientMonitor(clock=how.clock)
+        before = _connection_counters(target)
+        t0 = await run_phase(level, on_progress, (monitor, *watchers), start_ns)
     tally = level.tally
     start = t0 + level.ramp_ns  # the measured window opens when the ramp-up ends
     end = max(tally.last_end_ns, start)
     after = _connection_counters(target)
     send_lag = tally.metrics.summary_of("send_lag_ms")
     return LevelResult(load=load, metrics=tally.metrics, duration_s=(end - start) / 1e9,
-                       client=monitor.report(send_lag_p99_ms=send_lag["p99"]),
+                       client=monitor.report(send_lag_p99_ms=send_lag["p99"],
+                                             ttft_p50_ms=tally.metrics.summary_of("ttft_ms")["p50"],
+                                             workers=how.share.count),
                        partial=how.control.stopped, records=tally.records, start_ns=start,
                        end_ns=end,
                        connections={k: v - before.get(k, 0) for k, v in after.items()},
@@ -143,6 +152,10 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
     if control.stopped:
         level.begin_stop(grace_s=0)
     try:
+        # A closed loop's first requests are built before the phase starts (a burst of
+        # C streams would otherwise build C bodies and signatures after their due time).
+        firsts = (first_requests(level, level.load)
+                  if level.load.loop == CLOSED_LOOP else [])
         if start_ns is not None and not level.stopping:
             # Workers start together; a stop cuts the wait short.
             await first_of(level.clock.sleep_until(start_ns), level.stopped.wait())
@@ -155,7 +168,7 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
             if level.deadline_ns is not None:
                 helpers.append(tg.create_task(_stop_at_deadline(level)))
             tasks: set[asyncio.Task] = set()  # those carrying requests: the grace applies
-            driver = _drive(level, tg, tasks)
+            driver = _drive(level, tg, tasks, firsts)
             helpers.append(tg.create_task(_cancel_after_grace(level, driver, tasks)))
             if driver is not None:
                 await asyncio.wait((driver,))  # cancelled at a stop: not an error here
@@ -168,7 +181,8 @@ async def run_phase(level: Level, on_progress: ProgressFn | None = None,
     return level.start_ns
 
 
-def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> asyncio.Task | None:
+def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task],
+           firsts: list) -> asyncio.Task | None:
     """Start the level's load model: its streams (closed loop), or the task that sends on
     its schedule (open loop), which it returns.
 
@@ -178,7 +192,7 @@ def _drive(level: Level, tg: TaskGroup, tasks: set[asyncio.Task]) -> asyncio.Tas
     that raised the TTFT error a user suffers from p50/p99 ~12/40 ms to ~22/80 ms
     (benchmarks/ttft_error.py, 2026-12-01) at the same CPU."""
     if level.load.loop == CLOSED_LOOP:  # the load says which loop runs it
-        start_streams(level, level.load, tg, tasks)
+        start_streams(level, level.load, tg, tasks, firsts)
         return None
     return tg.create_task(send_on_schedule(level, level.load, tg, tasks))
 
@@ -231,7 +245,8 @@ async def _progress_ticker(level: Level, on_progress: ProgressFn) -> None:
         on_progress(snap)
 
 
-_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures")
+_COUNTERS = ("connections_opened", "reconnects", "closed_by_server", "connect_failures",
+             "sent_on_completion")
 
 
 def _connection_counters(target: Target) -> dict[str, int]:

@@ -12,19 +12,24 @@ import asyncio
 from typing import Any, Callable, Coroutine
 
 from ..record import Prompt, RequestRecord
-from ..targets.base import PreparedRequest
+from ..targets.base import PreparedRequest, Successor
 from ..workload.prompts import Session
 from .level import Level, first_turn
 
 
 async def send(level: Level, prompt: Prompt, rec: RequestRecord,
                prepared: PreparedRequest | None = None,
-               on_sent: Callable[[], None] | None = None) -> None:
+               on_sent: Callable[[], None] | None = None,
+               successor: Successor | None = None, started: Any = None) -> None:
     """Send one request and tally its record. Never raises, except ``CancelledError``
-    (the record is tallied as incomplete first)."""
+    (the record is tallied as incomplete first). ``successor``, ``started``: the closed
+    loop's fast path (:mod:`.closed_loop`)."""
     level.in_flight += 1
     try:
-        if prepared is not None:
+        if successor is not None and prepared is not None:
+            await level.target.send_chained(  # type: ignore[attr-defined]
+                prepared, rec, on_sent, successor, started)
+        elif prepared is not None:
             await level.target.send_prepared(prepared, rec, on_sent)  # type: ignore[attr-defined]
         else:
             await level.target.send(prompt, rec)
@@ -50,15 +55,18 @@ def start(level: Level, item: Prompt | Session,
 
 async def run(level: Level, session: Session | None, prompt: Prompt, rec: RequestRecord,
               closed: bool, prepared: PreparedRequest | None = None,
-              on_sent: Callable[[], None] | None = None) -> RequestRecord:
+              on_sent: Callable[[], None] | None = None,
+              successor: Successor | None = None, started: Any = None) -> RequestRecord:
     """Send ``prompt``; in a session, then its next turns. ``closed``: the request starts
-    now (closed loop), so its start time is taken here. ``prepared`` (and ``on_sent``): the
-    first request, built ahead by the closed loop. A failed turn ends its session: the next
-    turn would have no answer to build on."""
+    now (closed loop), so its start time is taken here (unless the fast path sent it:
+    ``started``). ``prepared`` (and ``on_sent``, ``successor``): the first request, built
+    ahead by the closed loop. A failed turn ends its session: the next turn would have no
+    answer to build on."""
     while True:
-        if closed:
+        if closed and started is None:
             rec.start_ns = level.clock.now_ns()
-        await send(level, prompt, rec, prepared, on_sent)
+        await send(level, prompt, rec, prepared, on_sent, successor, started)
+        started = successor = None
         prepared = None  # later turns need the answer: built when due
         if session is None or not rec.ok or prompt.turn == len(session.turns):
             return rec

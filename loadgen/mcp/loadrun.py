@@ -129,6 +129,17 @@ async def measure(config: RunConfig, out: Path, control: RunControl,
                     on_level=on_level)
 
 
+def with_cloudwatch_endpoint(config: RunConfig, aws_endpoint_url: str | None) -> RunConfig:
+    """A sagemaker:// run reads its levels' CloudWatch metrics through the server's
+    ``--aws-endpoint-url`` (a VPC endpoint or an emulator) unless the call named one.
+    The run ends once they are in (or ``cloudwatch_wait_s`` after its last level)."""
+    if (not aws_endpoint_url or config.cloudwatch.endpoint_url
+            or not config.target.is_sagemaker):
+        return config
+    return dataclasses.replace(config, cloudwatch=dataclasses.replace(
+        config.cloudwatch, endpoint_url=aws_endpoint_url))
+
+
 def in_run_directory(config: RunConfig, directory: Path) -> RunConfig:
     """``config`` with its exports (plain names) written in the run's ``directory``."""
     exports = {key: str(directory / name) for key in OUTPUT_FILES

@@ -12,7 +12,7 @@ import asyncio
 import os
 import threading
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -27,7 +27,9 @@ from ..aws import (
     parse_env,
 )
 from ..aws.logs import endpoint_facts_now
+from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S, EndpointMetricsConfig
 from ..errors import AwsError, ConfigError
+from ..runconfig import default
 from ..vllm.facts import ServerFacts, parse_startup_log
 from ..vllm.facts_table import format_facts_table
 from ..vllm.server_metrics import fetch_server_facts
@@ -179,6 +181,13 @@ def register(server: MCPServer, options: ServerOptions) -> None:
         inference_ami_version: Annotated[str | None, Field(description="e.g. "
                                          "al2-ami-sagemaker-inference-gpu-3-1.")] = None,
         tags: Annotated[dict[str, str] | None, Field(description="Extra tags.")] = None,
+        metrics_frequency_s: Annotated[Literal[PUBLISH_FREQUENCIES_S], Field(  # type: ignore[valid-type]
+            description="Seconds between the endpoint's CloudWatch data points (enhanced "
+                        "metrics).")] = default(EndpointMetricsConfig, "frequency_s"),
+        detailed_observability: Annotated[bool, Field(description="Also publish the "
+                                          "container's own /metrics to CloudWatch (more "
+                                          "cost).")]
+        = default(EndpointMetricsConfig, "detailed_observability"),
         wait_timeout_s: Annotated[float, Field(gt=0, le=MAX_DEPLOY_WAIT_S, description="Give "
                                   "up waiting for InService after this long.")] = 1800.0,
         poll_interval_s: Annotated[float, Field(gt=0, le=60, description="Seconds between "
@@ -198,7 +207,8 @@ def register(server: MCPServer, options: ServerOptions) -> None:
                           environment=parse_env(tuple(env or ()), _env_to_copy(options, env)),
                           instance_type=instance_type,
                           instance_count=instance_count, startup_timeout_s=startup_timeout_s,
-                          inference_ami_version=inference_ami_version, tags=dict(tags or {}))
+                          inference_ami_version=inference_ami_version, tags=dict(tags or {}),
+                          metrics=EndpointMetricsConfig(metrics_frequency_s, detailed_observability))
         spec.validate()
         cancel = threading.Event()
         where = where_of(region, endpoint_url)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from ..errors import ConfigError
 from ..report.files import read_json
 from ..results import format_table
-from .loadrun import LoadRequest, in_run_directory, measure
+from .loadrun import LoadRequest, in_run_directory, measure, with_cloudwatch_endpoint
 from .runs import (
     CANCELLED,
     COMPLETED,
@@ -203,8 +203,10 @@ def register(server: MCPServer, manager: RunManager) -> None:
         request, notes, config = LoadRequest(arguments).checked(manager.options)
 
         async def body(run: Run) -> None:
-            await measure(in_run_directory(config, run.directory), run.directory / RESULTS_FILE,
-                          run.control, run.progress.on_progress, run.progress.on_level)
+            here = with_cloudwatch_endpoint(in_run_directory(config, run.directory),
+                                            manager.options.aws_endpoint_url)
+            await measure(here, run.directory / RESULTS_FILE, run.control,
+                          run.progress.on_progress, run.progress.on_level)
 
         levels = request.levels_total(config)
         run = manager.start(LOAD, request.to_dict(), body, notes, levels_total=levels)

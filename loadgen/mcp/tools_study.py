@@ -13,11 +13,11 @@ import yaml
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from ..cli.report import _labels
 from ..cli.scenario import describe
 from ..errors import ConfigError
 from ..report.compare import compare_runs as compare_results
-from ..report.compare import format_comparison
+from ..report.compare_text import format_comparison
+from ..report.labels import pair_labels
 from ..report.files import read_results, report_directory
 from ..scenario import RunOptions, check_file
 from ..scenario import run_scenario as run_scenario_phases
@@ -238,10 +238,13 @@ def register(server: MCPServer, manager: RunManager) -> None:
                                   "files.")],
         format: Annotated[Literal["md", "json"], Field(description="md: the Markdown report; "
                           "json: the summary behind it.")] = "md",
+        labels: Annotated[list[str] | None, Field(description="Names for the runs, one per "
+                          "results file in study order (as `loadgen report --labels`; default: "
+                          "phase labels, else model names).")] = None,
     ) -> Report:
         """Build the report of a run's results (as `loadgen report DIR`) and return it."""
         directory = _directory(manager, dir)
-        output = report_directory(directory, formats=(format,))
+        output = report_directory(directory, formats=(format,), labels=labels)
         files = [str(path) for paths in output.files.values() for path in paths]
         text = (directory / "report.md").read_text(encoding="utf-8") if format == "md" else None
         return Report(directory=str(directory), format=format, text=text,
@@ -264,7 +267,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
         (above 1 is faster for throughput, below 1 is faster for latency), and fidelity."""
         paths = [_results_file(manager, a), _results_file(manager, b)]
         results = [read_results(path) for path in paths]
-        names = _labels(",".join(labels) if labels else None, results, paths)
+        names = pair_labels(labels, results, [a, b])
         if names[0] == names[1]:  # e.g. two runs' results.json: their ids tell them apart
             names = (a, b)
         result = compare_results(*results, labels=names)

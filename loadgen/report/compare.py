@@ -1,44 +1,53 @@
-"""Comparing two runs: B/A ratios, fidelity mismatches, the A-B-A drift check, and a
-bootstrap confidence interval on a B/A ratio.
+"""Comparing two runs: B/A ratios with intervals and verdicts, fidelity mismatches.
 
 Everything here works on plain dicts (results files as loaded from JSON) and
 returns plain dicts, so the summary, the reports and ``loadgen compare`` share it.
 Conventions: A is the baseline (e.g. bf16), B the candidate (e.g. QAT), and a
 ratio is always B / A. For throughputs a ratio above 1 means B is faster; for
-latencies a ratio below 1 means B is faster.
+latencies a ratio below 1 means B is faster. Intervals and verdicts: loadgen.stats.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-import numpy as np
-
+from .. import stats
 from ..errors import ConfigError
 from ..fidelity import FidelityResult
 from ..fidelity_tokens import compare_logprobs
 
-DEFAULT_DRIFT_TOLERANCE = 0.05
-MIN_BOOTSTRAP_N = 5  # fewer observations on a side: no confidence interval
-WITHIN_NOISE = "within noise"
-BEYOND_NOISE = "beyond noise"
-VERDICT_OK = "within tolerance"
-VERDICT_DRIFT = "drift: the difference may not be the checkpoint"
+DEFAULT_DRIFT_TOLERANCE = stats.PRACTICAL_THRESHOLD
+BELOW_RESOLUTION = "below timing resolution"
+# A latency below this many times the client's timing resolution is not evidence.
+RESOLUTION_FACTOR = 2.0
 
-# (key, label, path into a level dict, higher is better)
-LEVEL_METRICS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
-    ("output_tokens_per_s", "output tok/s", ("output_tokens_per_s",), True),
-    ("requests_per_s", "requests/s", ("requests_per_s",), True),
-    ("decode_tokens_per_s", "decode tok/s (mean)", ("decode_tokens_per_s", "mean"), True),
-    ("ttft_ms_p50", "TTFT p50 ms", ("ttft_ms", "p50"), False),
-    ("ttft_ms_p99", "TTFT p99 ms", ("ttft_ms", "p99"), False),
-    ("itl_ms_p50", "ITL p50 ms", ("itl_ms", "p50"), False),
-    ("itl_ms_p99", "ITL p99 ms", ("itl_ms", "p99"), False),
-    ("e2e_ms_p50", "E2E p50 ms", ("e2e_ms", "p50"), False),
+# (key, label, path into a level dict, which way is better)
+LEVEL_METRICS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("output_tokens_per_s", "output tok/s", ("output_tokens_per_s",), "higher"),
+    ("requests_per_s", "requests/s", ("requests_per_s",), "higher"),
+    ("decode_tokens_per_s", "decode tok/s (mean)", ("decode_tokens_per_s", "mean"), "higher"),
+    ("ttft_ms_p50", "TTFT p50 ms", ("ttft_ms", "p50"), "lower"),
+    ("ttft_ms_p99", "TTFT p99 ms", ("ttft_ms", "p99"), "lower"),
+    ("itl_ms_p50", "ITL p50 ms", ("itl_ms", "p50"), "lower"),
+    ("itl_ms_p99", "ITL p99 ms", ("itl_ms", "p99"), "lower"),
+    ("tpot_ms_mean", "TPOT mean ms", ("tpot_ms", "mean"), "lower"),
+    ("e2e_ms_p50", "E2E p50 ms", ("e2e_ms", "p50"), "lower"),
     # Runs made with --slo (absent otherwise, and then not shown).
-    ("goodput_requests_per_s", "goodput req/s", ("goodput", "requests_per_s"), True),
-    ("goodput_output_tokens_per_s", "goodput tok/s", ("goodput", "output_tokens_per_s"), True),
+    ("goodput_requests_per_s", "goodput req/s", ("goodput", "requests_per_s"), "higher"),
+    ("goodput_output_tokens_per_s", "goodput tok/s", ("goodput", "output_tokens_per_s"),
+     "higher"),
 )
+# Where each metric's per-request samples are: (histogram, statistic, throughput from it).
+# A closed loop's throughput is inversely proportional to its mean e2e latency, so its
+# interval comes from the per-request e2e times (scaled to the measured ratio).
+SAMPLED: dict[str, tuple[str, str | float, bool]] = {
+    "output_tokens_per_s": ("e2e_ms", "mean", True),
+    "requests_per_s": ("e2e_ms", "mean", True),
+    "decode_tokens_per_s": ("decode_tokens_per_s", "mean", False),
+    "ttft_ms_p50": ("ttft_ms", 0.5, False), "ttft_ms_p99": ("ttft_ms", 0.99, False),
+    "itl_ms_p50": ("itl_ms", 0.5, False), "itl_ms_p99": ("itl_ms", 0.99, False),
+    "tpot_ms_mean": ("tpot_ms", "mean", False), "e2e_ms_p50": ("e2e_ms", 0.5, False),
+}
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -46,13 +55,6 @@ def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or a == 0:
         return None
     return b / a
-
-
-def relative_difference(a1: float | None, a2: float | None) -> float | None:
-    """|A₂ − A₁| / A₁: how far the repeated baseline moved from the first one."""
-    if a1 is None or a2 is None or a1 == 0:
-        return None
-    return abs(a2 - a1) / abs(a1)
 
 
 def dig(data: Any, path: Iterable[str]) -> Any:
@@ -92,24 +94,107 @@ def level_metrics(level: dict) -> dict[str, float | None]:
     return {key: dig(level, path) for key, _, path, _ in LEVEL_METRICS}
 
 
-def compare_levels(levels_a: Sequence[dict], levels_b: Sequence[dict]) -> list[dict]:
-    """Levels present in both runs (matched by load), each metric with A, B and B/A."""
+def samples(level: dict | None, metric: str) -> stats.Samples | None:
+    """A level's per-request samples of one histogram metric (None when not recorded)."""
+    return stats.histogram_samples(dig(level, ("histograms", metric)), metric)
+
+
+def timing_resolution_ms(level: dict) -> float | None:
+    """How finely the client could time this level: the larger of its event-loop lag p90
+    and its send lag p50 (a gap shorter than that is the client's, not the server's)."""
+    figures = [dig(level, ("client", "loop_lag_ms", "p90")), dig(level, ("send_lag_ms", "p50"))]
+    figures = [f for f in figures if isinstance(f, (int, float))]
+    return max(figures) if figures else None
+
+
+# Metrics of whole requests: not evidence when the client's own lag is a visible share of
+# a request (then a busy client, not the server, sets them).
+WHOLE_REQUEST = ("output_tokens_per_s", "requests_per_s", "e2e_ms_p50")
+# Metrics timed token by token: the client's read timing is in them.
+PER_TOKEN = ("ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "decode_tokens_per_s",
+             "tpot_ms_mean")
+
+
+def below_resolution(level: dict, key: str) -> str | None:
+    """Why ``key`` of this level is not evidence, or None. Per-token metrics are not when
+    tokens arrived several per socket read (ITL p50 of 0: the client read them late, in
+    bunches, so which read a token fell in decides its time); an ITL p50 also not when it
+    is below RESOLUTION_FACTOR × the level's timing resolution. Numbers from whole requests
+    (e2e, throughput) are not when the client's event-loop lag p90 exceeds the practical
+    threshold's share of the mean e2e."""
+    if key in WHOLE_REQUEST:
+        lag, e2e = dig(level, ("client", "loop_lag_ms", "p90")), dig(level, ("e2e_ms", "mean"))
+        if isinstance(lag, (int, float)) and e2e and lag > stats.PRACTICAL_THRESHOLD * e2e:
+            return (f"the client's event loop lagged {lag:.1f} ms (p90), more than "
+                    f"{stats.PRACTICAL_THRESHOLD * 100:g} % of a request's {e2e:.0f} ms")
+        return None
+    if key not in PER_TOKEN:
+        return None
+    if dig(level, ("itl_ms", "p50")) == 0:
+        return "tokens arrived several per socket read (ITL p50 is 0)"
+    value, resolution = dig(level, ("itl_ms", "p50")), timing_resolution_ms(level)
+    if key == "itl_ms_p50" and value is not None and resolution is not None \
+            and value < RESOLUTION_FACTOR * resolution:
+        return (f"ITL p50 {value:.2f} ms < {RESOLUTION_FACTOR:g}× the client's timing "
+                f"resolution ({resolution:.2f} ms: loop lag p90, send lag p50)")
+    return None
+
+
+def metric_interval(key: str, level_a: dict, level_b: dict,
+                    measured: float | None) -> dict | None:
+    """B/A of one level metric with its bootstrap interval (loadgen.stats)."""
+    if key not in SAMPLED:
+        return None if measured is None else {"ratio": measured, "low": None, "high": None,
+                                              "method": "no per-request samples"}
+    metric, stat, throughput = SAMPLED[key]
+    if throughput and (level_a.get("load") or {}).get("mode") not in (None, "concurrency"):
+        return None if measured is None else {
+            "ratio": measured, "low": None, "high": None,
+            "method": "open-loop throughput follows the arrival rate"}
+    ci = stats.ratio_interval([(samples(level_a, metric), samples(level_b, metric))], stat,
+                              invert=throughput)
+    if ci and throughput and measured and ci.get("ratio"):  # centre on the measured ratio
+        scale = measured / ci["ratio"]
+        ci = {**ci, "ratio": measured,
+              **{k: ci[k] * scale for k in ("low", "high") if ci.get(k) is not None}}
+    return ci
+
+
+def compare_metric(key: str, better: str, level_a: dict, level_b: dict,
+                   names: tuple[str, str], threshold: float) -> dict:
+    """A, B, B/A, its interval and its verdict for one metric of a pair of levels."""
+    a, b = (dig(level, dict((k, p) for k, _, p, _ in LEVEL_METRICS)[key])
+            for level in (level_a, level_b))
+    out = {"a": a, "b": b, "ratio": ratio(a, b)}
+    reason = below_resolution(level_a, key) or below_resolution(level_b, key)
+    if reason:
+        return {**out, "ci": None, "verdict": BELOW_RESOLUTION, "reason": reason,
+                "text": f"{BELOW_RESOLUTION}: {reason}"}
+    out["ci"] = metric_interval(key, level_a, level_b, out["ratio"])
+    return {**out, **stats.verdict(out["ci"], better=better, threshold=threshold,
+                                   names=names)}
+
+
+def compare_levels(levels_a: Sequence[dict], levels_b: Sequence[dict],
+                   names: tuple[str, str] = ("A", "B"),
+                   threshold: float = stats.PRACTICAL_THRESHOLD) -> list[dict]:
+    """Levels present in both runs (matched by load), each metric with A, B, B/A, its
+    interval and verdict."""
     by_key_b = {level_key(level): level for level in levels_b}
     rows = []
     for level_a in levels_a:
         level_b = by_key_b.get(level_key(level_a))
         if level_b is None:
             continue
-        values_a, values_b = level_metrics(level_a), level_metrics(level_b)
-        metrics = {key: {"a": values_a[key], "b": values_b[key],
-                         "ratio": ratio(values_a[key], values_b[key])}
-                   for key in values_a}
-        decode = metrics["decode_tokens_per_s"]
-        decode["ci"] = decode_rate_ci(level_a, level_b)
-        decode["noise"] = noise_verdict(decode["ratio"], ci=decode["ci"])
+        metrics = {key: compare_metric(key, better, level_a, level_b, names, threshold)
+                   for key, _, _, better in LEVEL_METRICS}
         rows.append({"load": level_a.get("load"), "label": level_label(level_a),
-                     "metrics": metrics})
+                     "metrics": metrics, "n": [_completed(level_a), _completed(level_b)]})
     return rows
+
+
+def _completed(level: dict) -> int | None:
+    return dig(level, ("requests", "completed"))
 
 
 # --------------------------------------------------------------------------- fidelity
@@ -172,132 +257,6 @@ def mismatch_line(mismatch: dict, labels: Sequence[str]) -> str:
     return f"{mismatch['label']} (expected {mismatch['expected']}): {', '.join(parts)}"
 
 
-# --------------------------------------------------------------------------- drift
-
-
-def drift_check(a1: dict[str, float | None], a2: dict[str, float | None],
-                tolerance: float = DEFAULT_DRIFT_TOLERANCE,
-                labels: dict[str, str] | None = None) -> dict:
-    """Compare the first and the repeated baseline phase metric by metric.
-
-    A metric is within tolerance when |A₂ − A₁| / A₁ ≤ tolerance. The verdict is
-    "within tolerance" only when every metric measured in both phases is.
-    """
-    if not 0 < tolerance < 1:
-        raise ConfigError(f"drift tolerance must be a fraction between 0 and 1, "
-                          f"got {tolerance!r} (e.g. 0.05 for 5%)")
-    rows = []
-    for key, first in a1.items():
-        difference = relative_difference(first, a2.get(key))
-        if difference is None:
-            continue
-        rows.append({"metric": key, "label": (labels or {}).get(key, key), "a1": first,
-                     "a2": a2[key], "relative_difference": difference,
-                     "within": difference <= tolerance})
-    ok = all(row["within"] for row in rows)
-    verdict = VERDICT_OK if ok else VERDICT_DRIFT
-    if not rows:
-        verdict, ok = "not measured: no metric was measured in both baseline phases", False
-    return {"tolerance": tolerance, "metrics": rows, "ok": ok, "verdict": verdict,
-            "worst": max((row["relative_difference"] for row in rows), default=None)}
-
-
-# --------------------------------------------------------------------------- confidence
-
-
-def bootstrap_ratio_ci(a_values: Sequence[float], b_values: Sequence[float], *,
-                       a_counts: Sequence[int] | None = None,
-                       b_counts: Sequence[int] | None = None,
-                       confidence: float = 0.95, resamples: int = 2000,
-                       seed: int = 0) -> dict | None:
-    """Percentile-bootstrap interval on mean(B) / mean(A).
-
-    Each side is resampled independently, with replacement, at its own size;
-    ``*_counts`` weight distinct values (an HDR histogram's buckets), which is the
-    same as resampling the expanded list. A fixed seed makes the interval
-    reproducible. None when a side has no observation; with fewer than
-    :data:`MIN_BOOTSTRAP_N` on a side, no interval (``low``/``high`` None, ``method`` says
-    "n too small"): resampling 3 values says more about the resampling than the data.
-    """
-    sides = [_weighted(a_values, a_counts), _weighted(b_values, b_counts)]
-    n_a, n_b = (int(counts.sum()) for _, counts in sides)
-    if min(n_a, n_b) < 1:
-        return None
-    if min(n_a, n_b) < MIN_BOOTSTRAP_N:
-        return {"ratio": None, "low": None, "high": None, "confidence": confidence,
-                "n_a": n_a, "n_b": n_b, "method": "n too small"}
-    rng = np.random.default_rng(seed)
-    means = [_resampled_means(rng, values, counts, resamples) for values, counts in sides]
-    ratios = means[1] / means[0]
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    point = _mean(*sides[1]) / _mean(*sides[0])
-    return {"ratio": float(point), "low": float(low), "high": float(high),
-            "confidence": confidence, "n_a": int(sides[0][1].sum()),
-            "n_b": int(sides[1][1].sum()), "method": "percentile bootstrap",
-            "resamples": resamples, "seed": seed}
-
-
-def _weighted(values: Sequence[float], counts: Sequence[int] | None):
-    values = np.asarray(values, dtype=float)
-    counts = np.ones(len(values), dtype=np.int64) if counts is None else np.asarray(counts)
-    return values, counts
-
-
-def _mean(values: np.ndarray, counts: np.ndarray) -> float:
-    return float((values * counts).sum() / counts.sum())
-
-
-def _resampled_means(rng: np.random.Generator, values: np.ndarray, counts: np.ndarray,
-                     resamples: int) -> np.ndarray:
-    n = int(counts.sum())
-    draws = rng.multinomial(n, counts / n, size=resamples)  # (resamples, distinct values)
-    return draws @ values / n
-
-
-def noise_verdict(ratio_value: float | None, *, ci: dict | None = None,
-                  noise: float | None = None) -> str | None:
-    """Is a B/A difference distinguishable from noise?
-
-    ``ci``: a bootstrap interval on the ratio; the difference is within noise when it contains
-    1×. ``noise``: the run-to-run difference of that metric (A-B-A: |A₂ − A₁| / A₁); within
-    noise when |B/A − 1| is not larger. None when there is nothing to judge by.
-    """
-    if ratio_value is None:
-        return None
-    if ci and ci.get("low") is not None:
-        return WITHIN_NOISE if ci["low"] <= 1 <= ci["high"] else BEYOND_NOISE
-    if noise is not None:
-        return WITHIN_NOISE if abs(ratio_value - 1) <= noise else BEYOND_NOISE
-    return None
-
-
-def histogram_samples(encoded: str | None, metric: str) -> tuple[list[float], list[int]] | None:
-    """Distinct values (in ``metric``'s reported unit) and their counts from an encoded HDR
-    histogram."""
-    if not encoded:
-        return None
-    from ..metrics import UNIT_SCALE, decode_histogram
-
-    hist, scale = decode_histogram(encoded), UNIT_SCALE[metric]
-    values, counts = [], []
-    for item in hist.get_recorded_iterator():
-        values.append(hist.get_highest_equivalent_value(item.value_iterated_to) * scale)
-        counts.append(item.count_at_value_iterated_to)
-    return (values, counts) if values else None
-
-
-def decode_rate_ci(level_a: dict, level_b: dict) -> dict | None:
-    """Bootstrap interval on mean decode tok/s B/A, from the per-request rates of two levels."""
-    samples = [histogram_samples(dig(level, ("histograms", "decode_tokens_per_s")),
-                                 "decode_tokens_per_s")
-               for level in (level_a, level_b)]
-    if not all(samples):
-        return None
-    (va, ca), (vb, cb) = samples
-    return bootstrap_ratio_ci(va, vb, a_counts=ca, b_counts=cb)
-
-
 # --------------------------------------------------------------------------- whole runs
 
 
@@ -317,82 +276,44 @@ def fixed_length_mean_s(result: dict) -> float | None:
     return sum(times) / len(times) if times else None
 
 
-def compare_runs(a: dict, b: dict, labels: tuple[str, str] = ("A", "B")) -> dict:
+def compare_runs(a: dict, b: dict, labels: tuple[str, str] = ("A", "B"),
+                 threshold: float = stats.PRACTICAL_THRESHOLD) -> dict:
     """Everything ``loadgen compare`` prints, machine-readable."""
     fid_a, fid_b = fidelity_of(a), fidelity_of(b)
     single_a = dig(a, ("measurements", "single_stream"))
     single_b = dig(b, ("measurements", "single_stream"))
-    out = {"labels": list(labels),
+    names = (str(labels[0]), str(labels[1]))
+    out = {"labels": list(labels), "threshold": threshold,
            "simulated": bool(a.get("simulated") or b.get("simulated")),
+           "workload": [workload_line(a), workload_line(b)],
            "fidelity": compare_fidelity(fid_a, fid_b, labels) if fid_a and fid_b else None,
-           "single_stream": None, "fixed_length": None,
-           "levels": compare_levels(sweep_levels(a), sweep_levels(b))}
+           "single_stream": None,
+           "fixed_length": compare_fixed_length(a, b, names, threshold),
+           "levels": compare_levels(sweep_levels(a), sweep_levels(b), names, threshold)}
     if single_a and single_b:
-        out["single_stream"] = compare_levels([single_a], [single_b])[0]
-    mean_a, mean_b = fixed_length_mean_s(a), fixed_length_mean_s(b)
-    if mean_a is not None and mean_b is not None:
-        out["fixed_length"] = {"a_mean_s": mean_a, "b_mean_s": mean_b,
-                               "ratio": ratio(mean_a, mean_b)}
+        out["single_stream"] = compare_levels([single_a], [single_b], names, threshold)[0]
     if out["fidelity"] is None and not out["levels"] and out["single_stream"] is None:
         raise ConfigError("nothing to compare: the two files share no load level and do not "
                           "both hold fidelity answers")
     return out
 
 
-def _number(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.2f}" if abs(value) < 10_000 else f"{value:,.0f}"
+def compare_fixed_length(a: dict, b: dict, names: tuple[str, str],
+                         threshold: float = stats.PRACTICAL_THRESHOLD) -> dict | None:
+    """Mean seconds of the fixed-length generations, B/A with interval and verdict."""
+    times = [[t for t in dig(r, ("measurements", "fixed_length", "e2e_s")) or [] if t]
+             for r in (a, b)]
+    if not all(times):
+        return None
+    mean_a, mean_b = (sum(t) / len(t) for t in times)
+    ci = stats.ratio_interval([(stats.Samples.of(times[0]), stats.Samples.of(times[1]))])
+    return {"a_mean_s": mean_a, "b_mean_s": mean_b, "ratio": ratio(mean_a, mean_b),
+            "ci": ci, **stats.verdict(ci, better="lower", threshold=threshold, names=names)}
 
 
-def _ratio_text(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
+def workload_line(result: dict) -> str:
+    """What a run sent, in one line: api, input/output tokens, dataset or trace, requests,
+    seed, ignore_eos (from the results file's ``workload`` record, else its levels)."""
+    from .workload import describe_workload  # (it reads levels with this module's helpers)
 
-
-def _level_table(row: dict, labels: Sequence[str]) -> list[str]:
-    ratio = f"{labels[1]}/{labels[0]}"
-    # Columns as wide as their headers (at least 14): long labels must not run together.
-    wa, wb, wr = (max(14, len(text) + 2) for text in (labels[0], labels[1], ratio))
-    lines = [f"  {row['label']}:", f"    {'metric':<22}{labels[0]:>{wa}}{labels[1]:>{wb}}{ratio:>{wr}}"]
-    for key, label, _, _ in LEVEL_METRICS:
-        m = row["metrics"][key]
-        if m["a"] is None and m["b"] is None:
-            continue
-        noise = f"  {m['noise']}" if m.get("noise") else ""
-        lines.append(f"    {label:<22}{_number(m['a']):>{wa}}{_number(m['b']):>{wb}}"
-                     f"{_ratio_text(m['ratio']):>{wr}}{noise}")
-    return lines
-
-
-def format_comparison(result: dict) -> str:
-    """The comparison as text for a terminal or a pull request comment."""
-    labels = result["labels"]
-    lines = []
-    if result["simulated"]:
-        lines += ["SIMULATED: at least one of these runs used the built-in simulator, "
-                  "not a real model.", ""]
-    fid = result["fidelity"]
-    if fid:
-        lines += [f"Fidelity ({fid['suite']}, seed {fid['seed']}):",
-                  f"  {labels[0]}: {fid['score_a']}/{fid['total']} correct, "
-                  f"{labels[1]}: {fid['score_b']}/{fid['total']} correct",
-                  f"  identical responses (character for character): "
-                  f"{fid['identical']}/{fid['total']}",
-                  f"  {token_fidelity_line(fid)}"]
-        if fid["mismatches"]:
-            lines.append(f"  {len(fid['mismatches'])} responses differ:")
-            lines += [f"    {mismatch_line(m, labels)}" for m in fid["mismatches"]]
-        lines.append("")
-    if result["single_stream"] or result["levels"] or result["fixed_length"]:
-        lines.append(f"Throughput and latency ({labels[1]} / {labels[0]}; "
-                     f"above 1× is faster for tok/s, slower for latencies; \"within noise\": "
-                     "the 95% bootstrap interval of the ratio contains 1×):")
-    if result["single_stream"]:
-        lines += _level_table({**result["single_stream"], "label": "single stream"}, labels)
-    fixed = result["fixed_length"]
-    if fixed:
-        lines.append(f"  fixed-length generation: mean {fixed['a_mean_s']:.2f} s → "
-                     f"{fixed['b_mean_s']:.2f} s ({_ratio_text(fixed['ratio'])})")
-    for row in result["levels"]:
-        lines += _level_table(row, labels)
-    return "\n".join(lines).rstrip() + "\n"
+    return describe_workload(result)

@@ -93,15 +93,17 @@ def write_reports(directory: Path, phase_results: Sequence[dict], *,
                   formats: Sequence[str] = REPORT_FORMATS,
                   price_per_hour: float | None = None, run_info: dict | None = None,
                   drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE,
-                  files: Sequence[str] | None = None) -> ReportOutput:
+                  files: Sequence[str] | None = None,
+                  labels: str | Sequence[str] | None = None) -> ReportOutput:
     """Build the summary and write ``report.md``, ``report.html``, ``summary.json`` and
     ``report.csv`` (+ ``fidelity.csv``) into ``directory``, as ``formats`` asks."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     summary = build_summary(phase_results, price_per_hour=price_per_hour, run_info=run_info,
-                            drift_tolerance=drift_tolerance, files=files)
+                            drift_tolerance=drift_tolerance, files=files, labels=labels)
     try:
-        named = [(name, result) for name, result, _ in ordered_phases(phase_results, files)]
+        named = [(name, result) for name, result, _ in ordered_phases(phase_results, files,
+                                                                          labels)]
         written: dict[str, list[Path]] = {}
         if "json" in formats:
             text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
@@ -139,7 +141,8 @@ def _write_html(directory: Path, summary: dict, named: list[tuple[str, dict]]) -
 
 def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS,
                      price_per_hour: float | None = None,
-                     drift_tolerance: float | None = None) -> ReportOutput:
+                     drift_tolerance: float | None = None,
+                     labels: str | Sequence[str] | None = None) -> ReportOutput:
     """``loadgen report DIR``: rebuild every report from the phase files in ``DIR``.
     Options given here override what an earlier ``summary.json`` recorded."""
     results, names, previous = load_results_dir(directory)
@@ -155,12 +158,13 @@ def report_directory(directory: Path, *, formats: Sequence[str] = REPORT_FORMATS
             "tolerance", DEFAULT_DRIFT_TOLERANCE)
     return write_reports(directory, results, formats=formats,
                          price_per_hour=run_info.get("price_per_hour"), run_info=run_info,
-                         drift_tolerance=drift_tolerance, files=names)
+                         drift_tolerance=drift_tolerance, files=names, labels=labels)
 
 
 def report_file(path: Path, *, formats: Sequence[str] = REPORT_FORMATS,
                 price_per_hour: float | None = None,
-                drift_tolerance: float | None = None) -> tuple[Path, ReportOutput]:
+                drift_tolerance: float | None = None,
+                labels: str | Sequence[str] | None = None) -> tuple[Path, ReportOutput]:
     """``loadgen report FILE.json``: reports on one ``run``/``sweep`` results file, written
     to ``FILE-report/`` beside it (so several runs in one directory keep their reports)."""
     path = Path(path)
@@ -168,5 +172,5 @@ def report_file(path: Path, *, formats: Sequence[str] = REPORT_FORMATS,
     directory = path.with_name(f"{path.stem}-report")
     output = write_reports(directory, [result], formats=formats, price_per_hour=price_per_hour,
                            drift_tolerance=drift_tolerance or DEFAULT_DRIFT_TOLERANCE,
-                           files=[path.name])
+                           files=[path.name], labels=labels)
     return directory, output

@@ -7,7 +7,7 @@ import base64
 import re
 from html import escape
 
-from .document import Bullets, Figure, Paragraph, Table, build_document
+from .document import Bullets, Figure, Paragraph, Table, build_document, simulated_banner
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
@@ -26,7 +26,9 @@ nav.toc ol { margin: .3rem 0; padding-left: 1.2rem; columns: 2; }
 .warning { background: #fff1f0; border: 2px solid #c62828; color: #8e0000;
            padding: .6rem .9rem; font-weight: 600; }
 .banner { position: sticky; top: 0; background: #c62828; color: #fff; text-align: center;
-          font-weight: 700; letter-spacing: .08em; padding: .35rem; z-index: 1; }
+          font-weight: 600; padding: .35rem .8rem; z-index: 1; font-size: .9rem; }
+.headline { font-size: 1.15rem; font-weight: 600; background: #f2f7ff;
+            border-left: 4px solid #1565c0; padding: .6rem .9rem; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto;
                                         border: 1px solid #e0e0e0; }
 figcaption { font-size: .85rem; color: #555; }
@@ -61,7 +63,8 @@ def _figure(figure: Figure, plots: dict[str, bytes]) -> str:
 
 def _block(block: object, plots: dict[str, bytes]) -> str:
     if isinstance(block, Paragraph):
-        css = ' class="warning"' if block.warning else ""
+        css = ' class="warning"' if block.warning else (
+            ' class="headline" id="headline"' if block.headline else "")
         return f"<p{css}>{escape(block.text)}</p>"
     if isinstance(block, Bullets):
         return "<ul>" + "".join(f"<li>{escape(item)}</li>" for item in block.items) + "</ul>"
@@ -84,9 +87,9 @@ def render_html(summary: dict, plots: dict[str, bytes] | None = None) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"]
-    if summary["simulated"]:
-        parts.append('<div class="banner" id="simulated-banner">SIMULATED DATA — not a real '
-                     "model or GPU</div>")
+    banner = simulated_banner(summary)
+    if banner:  # the one SIMULATED notice of the page
+        parts.append(f'<div class="banner" id="simulated-banner">{escape(banner)}</div>')
     parts.append(f"<h1>{escape(title)}</h1>")
     anchors = [_anchor(section.title) for section in sections]
     parts.append('<nav class="toc" id="contents"><strong>Contents</strong><ol>' + "".join(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .document import Bullets, Figure, Paragraph, Table, build_document
+from .document import Bullets, Figure, Paragraph, Table, build_document, simulated_banner
 
 # Characters that would change the meaning of Markdown text or break a table cell.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|~])")
@@ -26,7 +26,8 @@ def _table(table: Table) -> list[str]:
 def _block(block: object) -> list[str]:
     if isinstance(block, Paragraph):
         text = escape(block.text)
-        return [f"> **{text}**" if block.warning else text]
+        return [f"> **{text}**" if block.warning else (f"**{text}**" if block.headline
+                                                        else text)]
     if isinstance(block, Bullets):
         return [f"- {escape(item)}" for item in block.items]
     if isinstance(block, Table):
@@ -39,7 +40,12 @@ def _block(block: object) -> list[str]:
 def render_markdown(summary: dict) -> str:
     title, sections = build_document(summary)
     lines = [f"# {escape(title)}", ""]
+    banner = simulated_banner(summary)
+    if banner:  # the one SIMULATED notice of the report
+        lines += [f"> **{escape(banner)}**", ""]
     for section in sections:
+        if all(isinstance(block, Figure) for block in section.blocks):
+            continue  # only plots: they are in report.html
         lines += [f"## {escape(section.title)}", ""]
         for block in section.blocks:
             rendered = _block(block)

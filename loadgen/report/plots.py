@@ -197,46 +197,93 @@ def latency_plot(phases: Sequence[tuple[str, dict]], metric: str, title: str,
         for j, (label, xs, ys) in enumerate(lines):
             ax.plot(xs, ys, color=_color(j), label=_text(label))
         ax.set_title(_text(name), fontsize=10)
-        ax.set_xscale("log")
-        ax.set_xlim(1, ticks[-1])
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
-        ax.xaxis.set_minor_locator(FixedLocator([]))
-        ax.tick_params(axis="x", labelsize=8)
-        ax.set_xlabel("percentile")
+        _percentile_axis(ax, ticks)
         ax.legend(fontsize=7)
     axes[0].set_ylabel("milliseconds")  # not forced to 0: the spread is what matters
     return _finish(fig)
 
 
-def latency_throughput_plot(summary: dict) -> Figure | None:
-    """Where the knee is: TTFT p50 and p99 against output tok/s, one panel per phase, one
-    point per level (labelled with its load)."""
-    panels = []
+def _styles(summary: dict) -> dict[str, tuple[str, str, str]]:
+    """Phase name -> (color, marker, line style): a color per checkpoint, so A₁ and A₂
+    share one, and a marker and line style per repeat of it (A₁ "o" solid, A₂ "s" dashed)."""
+    checkpoints: dict[str, int] = {}
+    repeats: dict[str, int] = {}
+    out = {}
     for phase in summary["phases"]:
-        points = [(lv["output_tokens_per_s"], (lv.get("ttft_ms") or {}).get("p50"),
-                   (lv.get("ttft_ms") or {}).get("p99"), lv["label"]) for lv in phase["levels"]
-                  if lv["output_tokens_per_s"] and (lv.get("ttft_ms") or {}).get("p50")]
-        if len(points) >= 2:
-            panels.append((phase["name"], sorted(points)))
-    if not panels:
+        served = str(phase["checkpoint"] or phase["label"])
+        color = _color(checkpoints.setdefault(served, len(checkpoints)))
+        repeat = repeats[served] = repeats.get(served, -1) + 1
+        out[phase["name"]] = (color, "osD^v"[repeat % 5], _LINESTYLES[repeat % 4])
+    return out
+
+
+def latency_throughput_plot(summary: dict) -> Figure | None:
+    """Where the knee is, every checkpoint on the same axes: TTFT p50 against output
+    tok/s, a line per phase (a color per checkpoint, A₁ and A₂ as separate markers), a
+    point per level labelled with its load."""
+    styles = _styles(summary)
+    lines = []
+    for phase in summary["phases"]:
+        points = sorted((lv["output_tokens_per_s"], (lv.get("ttft_ms") or {}).get("p50"),
+                         lv["label"]) for lv in phase["levels"]
+                        if lv["output_tokens_per_s"] and (lv.get("ttft_ms") or {}).get("p50"))
+        if points:
+            lines.append((phase["name"], points))
+    if not lines:
         return None
-    fig, axes = _panels("Latency against throughput", summary["simulated"], len(panels))
-    for ax, (name, points) in zip(axes, panels):
-        xs = [x for x, _, _, _ in points]
-        ax.plot(xs, [p50 for _, p50, _, _ in points], marker="o", color=_color(0),
-                label="TTFT p50")
-        p99 = [(x, v) for x, _, v, _ in points if v is not None]
-        if p99:
-            ax.plot(*zip(*p99), marker="^", linestyle="--", color=_color(3), label="TTFT p99")
-        for x, y, _, label in points:
+    fig, ax = _figure("TTFT p50 against throughput", summary["simulated"])
+    for name, points in lines:
+        color, marker, style = styles[name]
+        ax.plot([x for x, _, _ in points], [y for _, y, _ in points], marker=marker,
+                linestyle=style, color=color, label=_text(name))
+        for x, y, label in points:
             ax.annotate(_text(label.replace("concurrency ", "c=")), (x, y), fontsize=7,
                         textcoords="offset points", xytext=(3, -10))
-        ax.set_title(_text(name), fontsize=10)
-        ax.set_xlabel("output tokens/s")
-        ax.legend(fontsize=7)
+    ax.set_xlabel("output tokens/s")
+    ax.set_ylabel("TTFT p50, milliseconds")
+    ax.legend(fontsize=8)
+    return _finish(fig)
+
+
+def overlaid_cdf_plot(summary: dict, phases: Sequence[tuple[str, dict]], metric: str,
+                      title: str) -> Figure | None:
+    """``metric``'s percentile distribution of every phase on the same axes (HDR percentile
+    axis), a panel per load level (the single stream first)."""
+    styles = _styles(summary)
+    panels: dict[str, list] = {}
+    for name, result in phases:
+        single = (result.get("measurements") or {}).get("single_stream")
+        levels = ([("single stream", single)] if single else []) + [
+            (level_label(level), level) for level in sweep_levels(result)]
+        for label, level in levels:
+            encoded = (level.get("histograms") or {}).get(metric)
+            xs, ys = percentile_curve(encoded, metric) if encoded else ([], [])
+            if xs and name in styles:
+                panels.setdefault(label, []).append((name, xs, ys))
+    if not panels:
+        return None
+    fig, axes = _panels(f"{title}: distributions overlaid", summary["simulated"], len(panels))
+    top = max(xs[-1] for lines in panels.values() for _, xs, _ in lines)
+    ticks = [1 / (1 - p / 100) for p in HDR_TICKS if 1 / (1 - p / 100) <= max(top, 10) * 1.01]
+    for ax, (label, lines) in zip(axes, panels.items()):
+        for name, xs, ys in lines:
+            color, _, style = styles[name]
+            ax.plot(xs, ys, color=color, linestyle=style, label=_text(name))
+        ax.set_title(_text(label), fontsize=10)
+        _percentile_axis(ax, ticks)
+        ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("milliseconds")
     return _finish(fig)
+
+
+def _percentile_axis(ax, ticks: list[float]) -> None:
+    ax.set_xscale("log")
+    ax.set_xlim(1, ticks[-1])
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(_percentile_label))
+    ax.xaxis.set_minor_locator(FixedLocator([]))
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xlabel("percentile")
 
 
 def render_figures(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[str, Figure]:
@@ -246,6 +293,8 @@ def render_figures(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[st
              "cost": cost_plot(summary), "latency_throughput": latency_throughput_plot(summary)}
     for metric, title in LATENCY_PLOTS:
         plots[f"latency_{metric}"] = latency_plot(phases, metric, title, summary["simulated"])
+    for metric, title in LATENCY_PLOTS[:2]:
+        plots[f"cdf_{metric}"] = overlaid_cdf_plot(summary, phases, metric, title)
     from .timeline_plots import render_timeline_figures  # it builds on this module
 
     plots.update(render_timeline_figures(summary, phases))

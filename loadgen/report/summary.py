@@ -14,27 +14,28 @@ histograms for the percentile plots), so what a report says is always in
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Sequence
 
 from .. import __version__
 from ..record import now_iso
 from ..redact import is_secret_name
+from .. import stats
 from .compare import (
     DEFAULT_DRIFT_TOLERANCE,
-    bootstrap_ratio_ci,
     compare_fidelity,
+    compare_fixed_length,
     compare_levels,
-    decode_rate_ci,
+    compare_metric,
     dig,
-    drift_check,
     fidelity_of,
     level_label,
-    noise_verdict,
     ratio,
     sweep_levels,
 )
+from .drift import NOT_MEASURED, drift_check
 from .cost import check_price, cost_per_million_tokens
+from .labels import default_label, parse_labels, unique
+from .workload import describe_workload, output_lengths, pairing_note, study_workload
 from .server_section import knee_of, server_peaks
 
 SCHEMA = "loadgen.summary/1"
@@ -72,21 +73,22 @@ DEPLOYMENT_LABELS = {
 def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None = None,
                   run_info: dict | None = None,
                   drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE,
-                  files: Sequence[str] | None = None) -> dict:
+                  files: Sequence[str] | None = None,
+                  labels: str | Sequence[str] | None = None) -> dict:
     """Every number of the report. ``run_info`` adds scenario metadata (name,
     ``scenario_sha256``, ``instance_type``, ``region``, ``price_per_hour``, ...);
-    ``files`` names each phase's results file, in the order given."""
+    ``files`` names each phase's results file, in the order given; ``labels`` names the
+    phases in study order (loadgen.report.labels)."""
     run_info = dict(run_info or {})
     price = check_price(price_per_hour if price_per_hour is not None
                         else run_info.get("price_per_hour"))
-    ordered = ordered_phases(phase_results, files)
+    ordered = ordered_phases(phase_results, files, labels)
     phases = [_phase(name, result, file, price) for name, result, file in ordered]
     simulated = any(p["simulated"] for p in phases)
     a1, b, a2 = _roles(phases)
     comparison = _comparison(phases, ordered, a1, b) if b is not None else None
-    drift = _drift(phases, a1, a2, drift_tolerance)
-    if comparison is not None:
-        _mark_noise(comparison, drift)
+    drift = _drift(ordered, a1, a2, b, drift_tolerance)
+    named = [(name, result) for name, result, _ in ordered]
     return {
         "schema": SCHEMA,
         "simulated": simulated,
@@ -95,41 +97,29 @@ def build_summary(phase_results: Sequence[dict], *, price_per_hour: float | None
         "roles": {"baseline": a1, "candidate": b, "baseline_repeat": a2},
         "comparison": comparison,
         "drift": drift,
+        "workload": {"line": study_workload([r for _, r in named]),
+                     "phases": [[name, describe_workload(r)] for name, r in named],
+                     "pairing": pairing_note(named), "output_lengths": output_lengths(named)},
         "deployment": _deployment_table(phases),
     }
-
-
-def _mark_noise(comparison: dict, drift: dict) -> None:
-    """Mark each level's B/A with whether it exceeds run-to-run noise: the A-B-A drift of
-    that metric (|A₂ − A₁| / A₁) where the repeat measured it, else the bootstrap interval."""
-    moved = {m["metric"]: m["relative_difference"] for m in drift["metrics"]}
-    for row in comparison["levels"]:
-        slug = row["label"].replace(" ", "_")
-        for key, m in row["metrics"].items():
-            noise = moved.get(f"{slug}.{key}")
-            if noise is not None or "noise" not in m:
-                m["noise"] = noise_verdict(m["ratio"], ci=m.get("ci"), noise=noise)
 
 
 # --------------------------------------------------------------------------- phases
 
 
-def ordered_phases(phase_results: Sequence[dict],
-                   files: Sequence[str] | None = None) -> list[tuple[str, dict, str | None]]:
+def ordered_phases(phase_results: Sequence[dict], files: Sequence[str] | None = None,
+                   labels: str | Sequence[str] | None = None
+                   ) -> list[tuple[str, dict, str | None]]:
     """``(name, result, file)`` in study order, names unique: a repeated label gets
-    ``#1``, ``#2`` ("bf16 #1", "qat", "bf16 #2")."""
+    ``#1``, ``#2`` ("bf16 #1", "qat", "bf16 #2"); ``labels`` (in study order) replace the
+    default ones."""
     files = list(files) if files is not None else [None] * len(phase_results)
     pairs = list(zip(phase_results, files))
     order = sorted(range(len(pairs)), key=lambda i: (_order_index(pairs[i][0], i), i))
     indexed = [pairs[i] for i in order]
-    labels = [_label(result, i) for i, (result, _) in enumerate(indexed)]
-    totals, seen = Counter(labels), Counter()
-    out = []
-    for label, (result, file) in zip(labels, indexed):
-        seen[label] += 1
-        name = f"{label} #{seen[label]}" if totals[label] > 1 else label
-        out.append((name, result, file))
-    return out
+    names = parse_labels(labels, len(indexed)) or [
+        default_label(result, f"run {i + 1}") for i, (result, _) in enumerate(indexed)]
+    return [(name, result, file) for name, (result, file) in zip(unique(names), indexed)]
 
 
 def _order_index(result: dict, position: int) -> float:
@@ -138,8 +128,7 @@ def _order_index(result: dict, position: int) -> float:
 
 
 def _label(result: dict, position: int) -> str:
-    return str(dig(result, ("phase", "label")) or dig(result, ("target", "model"))
-               or f"run {position + 1}")
+    return default_label(result, f"run {position + 1}")
 
 
 def _phase(name: str, result: dict, file: str | None, price: float | None) -> dict:
@@ -193,6 +182,7 @@ def _level(level: dict, price: float | None) -> dict:
     for metric in STAT_METRICS:
         if level.get(metric) is not None:
             out[metric] = level[metric]
+    out["cloudwatch"] = cloudwatch_level_summary(level.get("cloudwatch"))
     out["cost_per_million_output_tokens"] = cost_per_million_tokens(
         price, level.get("output_tokens_per_s"))
     out["server"] = server_peaks(level)
@@ -201,6 +191,12 @@ def _level(level: dict, price: float | None) -> dict:
                      "warning": client.get("warning"),
                      "cpu_percent": client.get("cpu_percent")}
     return out
+
+
+def cloudwatch_level_summary(cw: dict | None) -> dict | None:
+    from .cloudwatch import level_summary  # it imports the document module, which imports this
+
+    return level_summary(cw)
 
 
 def _fixed_length(data: dict | None) -> dict | None:
@@ -265,16 +261,26 @@ def _by_name(phases: list[dict], name: str) -> dict:
 def _comparison(phases: list[dict], ordered: list, a_name: str, b_name: str) -> dict:
     a, b = _by_name(phases, a_name), _by_name(phases, b_name)
     raw = {name: result for name, result, _ in ordered}
-    out = {"baseline": a_name, "candidate": b_name,
-           "single_stream_decode": _single_stream_ratio(raw[a_name], raw[b_name], a, b),
-           "fixed_length": _fixed_length_ratio(a["fixed_length"], b["fixed_length"]),
-           "levels": compare_levels(sweep_levels(raw[a_name]), sweep_levels(raw[b_name])),
+    names = (a_name, b_name)
+    out = {"baseline": a_name, "candidate": b_name, "threshold": stats.PRACTICAL_THRESHOLD,
+           "single_stream_decode": _single_stream_ratio(raw[a_name], raw[b_name], names),
+           "fixed_length": compare_fixed_length(raw[a_name], raw[b_name], names),
+           "single_stream": _single_stream_row(raw[a_name], raw[b_name], names),
+           "levels": compare_levels(sweep_levels(raw[a_name]), sweep_levels(raw[b_name]),
+                                    names),
            "fidelity": None}
     for row in out["levels"]:
-        cost_a = _cost_at(a, row["label"])
-        cost_b = _cost_at(b, row["label"])
+        cost_a, cost_b = _cost_at(a, row["label"]), _cost_at(b, row["label"])
+        throughput = row["metrics"]["output_tokens_per_s"].get("ci")
+        ci = None
+        if throughput and throughput.get("ratio") and ratio(cost_a, cost_b) is not None:
+            # cost per token = price / throughput: the throughput's interval, inverted
+            ci = {**throughput, "ratio": ratio(cost_a, cost_b),
+                  **{k: 1 / throughput[h] for k, h in (("low", "high"), ("high", "low"))
+                     if throughput.get(h)}}
         row["metrics"]["cost_per_million_output_tokens"] = {
-            "a": cost_a, "b": cost_b, "ratio": ratio(cost_a, cost_b)}
+            "a": cost_a, "b": cost_b, "ratio": ratio(cost_a, cost_b), "ci": ci,
+            **stats.verdict(ci, better="cost", names=names)}
     fid_a, fid_b = fidelity_of(raw[a_name]), fidelity_of(raw[b_name])
     if fid_a and fid_b:
         out["fidelity"] = compare_fidelity(fid_a, fid_b, (a_name, b_name))
@@ -286,60 +292,33 @@ def _cost_at(phase: dict, label: str) -> float | None:
     return level["cost_per_million_output_tokens"] if level else None
 
 
-def _single_stream_ratio(raw_a: dict, raw_b: dict, a: dict, b: dict) -> dict | None:
-    mean_a = dig(a, ("single_stream", "decode_tokens_per_s", "mean"))
-    mean_b = dig(b, ("single_stream", "decode_tokens_per_s", "mean"))
-    if mean_a is None or mean_b is None:
-        return None
-    ci = decode_rate_ci(*(dig(raw, ("measurements", "single_stream")) for raw in (raw_a, raw_b)))
-    value = ratio(mean_a, mean_b)
-    return {"a": mean_a, "b": mean_b, "ratio": value, "ci": ci,
-            "noise": noise_verdict(value, ci=ci)}
+def _single_stream_row(raw_a: dict, raw_b: dict, names: tuple[str, str]) -> dict | None:
+    levels = [dig(raw, ("measurements", "single_stream")) for raw in (raw_a, raw_b)]
+    return compare_levels(*([lv] for lv in levels), names)[0] if all(levels) else None
 
 
-def _fixed_length_ratio(a: dict | None, b: dict | None) -> dict | None:
-    if not a or not b or a["mean_s"] is None or b["mean_s"] is None:
+def _single_stream_ratio(raw_a: dict, raw_b: dict, names: tuple[str, str]) -> dict | None:
+    levels = [dig(raw, ("measurements", "single_stream")) for raw in (raw_a, raw_b)]
+    if not all(levels) or any(dig(lv, ("decode_tokens_per_s", "mean")) is None
+                              for lv in levels):
         return None
-    ci = bootstrap_ratio_ci(a["e2e_s"], b["e2e_s"])
-    value = ratio(a["mean_s"], b["mean_s"])
-    return {"a_mean_s": a["mean_s"], "b_mean_s": b["mean_s"], "ratio": value, "ci": ci,
-            "noise": noise_verdict(value, ci=ci)}
+    return compare_metric("decode_tokens_per_s", "higher", *levels, names,
+                          stats.PRACTICAL_THRESHOLD)
 
 
 # --------------------------------------------------------------------------- drift
 
 
-def _drift_metrics(phase: dict) -> tuple[dict, dict]:
-    """The numbers the drift check compares, and their labels."""
-    values, labels = {}, {}
-    decode = dig(phase, ("single_stream", "decode_tokens_per_s", "mean"))
-    if decode is not None:
-        values["single_stream.decode_tokens_per_s"] = decode
-        labels["single_stream.decode_tokens_per_s"] = "single-stream decode tok/s"
-    fixed = phase.get("fixed_length")
-    if fixed and fixed["mean_s"] is not None:
-        values["fixed_length.mean_s"] = fixed["mean_s"]
-        labels["fixed_length.mean_s"] = f"{fixed['tokens']}-token generation mean s"
-    for level in phase["levels"]:
-        slug = level["label"].replace(" ", "_")
-        for key, label, path in (("output_tokens_per_s", "output tok/s",
-                                  ("output_tokens_per_s",)),
-                                 ("itl_ms_p50", "ITL p50 ms", ("itl_ms", "p50"))):
-            value = dig(level, path)
-            if value is not None:
-                values[f"{slug}.{key}"] = value
-                labels[f"{slug}.{key}"] = f"{level['label']}: {label}"
-    return values, labels
-
-
-def _drift(phases: list[dict], a1: str | None, a2: str | None, tolerance: float) -> dict:
+def _drift(ordered: list, a1: str | None, a2: str | None, b: str | None,
+           tolerance: float) -> dict:
     if a1 is None or a2 is None:
-        return {"phases": [a1, a2], "tolerance": tolerance, "metrics": [], "ok": None,
-                "worst": None,
-                "verdict": "not measured: repeat the baseline phase (A-B-A) to check drift"}
-    first, labels = _drift_metrics(_by_name(phases, a1))
-    second, _ = _drift_metrics(_by_name(phases, a2))
-    return {"phases": [a1, a2], **drift_check(first, second, tolerance, labels)}
+        return {"phases": [a1, a2], "tolerance": tolerance, "metrics": [], "levels": [],
+                "excluded": [], "ok": None, "state": "not measured", "verdict": NOT_MEASURED,
+                "sentence": NOT_MEASURED, "baseline_moved": None, "effect": None}
+    raw = {name: result for name, result, _ in ordered}
+    check = drift_check(raw[a1], raw[a2], tolerance,
+                        candidate=raw[b] if b is not None else None, names=(a1, a2, b))
+    return {"phases": [a1, a2], **check}
 
 
 # --------------------------------------------------------------------------- metadata

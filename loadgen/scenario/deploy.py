@@ -45,6 +45,7 @@ def aws_spec(scenario: Scenario, phase: Phase, spec: PhaseDeployBlock, environ=o
     """The control plane's DeploySpec for a phase's deploy block. HF_TOKEN (gated models)
     comes from the environment, never from the scenario file, and is never written anywhere."""
     from ..aws import DeploySpec, with_hf_token
+    from ..cloudwatch_settings import EndpointMetricsConfig
 
     env = with_hf_token(spec.env, environ)
     tags = {**spec.tags, "loadgen:scenario": scenario.name[:256], "loadgen:phase": phase.label}
@@ -53,7 +54,8 @@ def aws_spec(scenario: Scenario, phase: Phase, spec: PhaseDeployBlock, environ=o
         role_arn=spec.role, model_id=spec.model_id, environment=env,
         instance_type=spec.instance_type, instance_count=spec.instance_count,
         startup_timeout_s=int(spec.startup_timeout), tags=tags,
-        inference_ami_version=spec.inference_ami_version)
+        inference_ami_version=spec.inference_ami_version,
+        metrics=EndpointMetricsConfig(spec.metrics_frequency, spec.detailed_observability))
 
 
 def _status_printer(log: Log, what: str) -> Callable[[str, float], None]:

@@ -134,6 +134,22 @@ def Boolean(doc: str = "") -> Scalar:  # noqa: N802
     return Scalar("boolean", None, doc)
 
 
+@dataclass(frozen=True)
+class WorkerCount:
+    """``auto`` or a whole number >= 1, as ``--workers`` takes it."""
+
+    doc: str = ""
+
+    def read(self, ctx: Context, node: Node, where: str) -> Any:
+        value = ctx.scalar(node) if isinstance(node, ScalarNode) else INVALID
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
+                               and value >= 1):
+            return value
+        ctx.problem(node, f"{where} must be a whole number >= 1 or auto, got "
+                          f"{_describe(None if value is INVALID else value, node)}")
+        return INVALID
+
+
 # --------------------------------------------------------------------------- collections
 
 

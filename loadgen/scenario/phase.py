@@ -46,6 +46,7 @@ from ..runconfig import RunConfig, build_run
 from ..slo import parse_slo
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
+from .cloudwatch import phase_settings
 from .schema import Phase, Scenario
 
 COMPLETE, FAILED, INTERRUPTED, RUNNING = "complete", "failed", "interrupted", "running"
@@ -87,6 +88,26 @@ class PhaseDoc:
             "measurements": {"single_stream": None, "fixed_length": None, "sweep": []},
             "fidelity": None,
         })
+
+    def describe_workload(self, scenario: Scenario, texts: tuple[str, ...]) -> None:
+        """The phase's ``workload``: what every phase of the study sends (paired)."""
+        r, m = scenario.request, scenario.measurements
+        self.data["workload"] = {
+            "api": r.api, "input_tokens": r.input_tokens, "ignore_eos": r.ignore_eos,
+            "temperature": r.temperature,
+            "prompts": (f"{r.prompts} ({len(texts)} prompts, in order)" if r.prompts
+                        else "synthetic"),
+            "seed": r.seed, "paired": True,
+            "single_stream": (dataclasses.asdict(m.single_stream)
+                              if m.single_stream.enabled else None),
+            "fixed_length": (dataclasses.asdict(m.fixed_length)
+                             if m.fixed_length.enabled else None),
+            "sweep": ({"concurrency": list(m.sweep.concurrency),
+                       "requests": [m.sweep.requests_at(c) for c in m.sweep.concurrency],
+                       "duration_s": m.sweep.duration, "output_tokens": m.sweep.output_tokens}
+                      if m.sweep.enabled else None),
+            "fidelity": ({"seed": m.fidelity.seed, "max_tokens": m.fidelity.max_tokens}
+                         if m.fidelity.enabled else None)}
 
     @property
     def measurements(self) -> dict:
@@ -148,18 +169,28 @@ class Measurer:
         base = Path(scenario.path).parent if scenario.path else Path(".")
         prompts = scenario.request.prompts
         self.texts = load_prompt_file(base / prompts) if prompts else ()
+        doc.describe_workload(scenario, self.texts)
 
     def _config(self, concurrency: int, stop: StopRule, output_tokens: int,
-                workers: int = 1) -> RunConfig:
-        """One measurement's run: built from the same run options as every front door's."""
+                measurement: str, workers: int | str = 1) -> RunConfig:
+        """One measurement's run: built from the same run options as every front door's.
+        Paired prompts: every phase sends the same prompts in the same order for a
+        measurement (synthetic ones salted by the study and the measurement, not the run),
+        and no two measurements of a phase share them (a prefix cache must not carry over)."""
         config = build_run(run_values(self.scenario, self.phase, self.endpoint,
                                       concurrency=(concurrency,), output_tokens=output_tokens,
                                       workers=workers), where="scenario key")
-        prompts = None
         if self.texts:  # the legacy ``prompts:`` file, read relative to the scenario
             prompts = PromptSource(config.workload.input_tokens, output_tokens,
                                    texts=self.texts)
-        return dataclasses.replace(config, stop=stop, prompts=prompts)
+        else:
+            prompts = config.workload.prompt_source()
+            if getattr(prompts, "salt", False) is None:
+                prompts = dataclasses.replace(prompts,
+                                              salt=f"{self.scenario.name}/{measurement}/")
+        # sagemaker:// levels: CloudWatch is read after the phase (loadgen.scenario.cloudwatch)
+        return dataclasses.replace(config, stop=stop, prompts=prompts,
+                                   cloudwatch=phase_settings(self.scenario, self.phase))
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
@@ -170,10 +201,10 @@ class Measurer:
         return most
 
     async def _level(self, opened: OpenedTarget, concurrency: int, stop: StopRule,
-                     output_tokens: int, keep_records: bool = False,
-                     workers: int = 1) -> LevelResult | None:
+                     output_tokens: int, measurement: str, keep_records: bool = False,
+                     workers: int | str = 1) -> LevelResult | None:
         """One level on the phase's target (None: the run was stopped before it)."""
-        config = self._config(concurrency, stop, output_tokens, workers)
+        config = self._config(concurrency, stop, output_tokens, measurement, workers)
         result = await run_on(opened, config, control=self.control, keep_records=keep_records,
                               log=self.log)
         return result.levels[0] if result.levels else None
@@ -187,6 +218,7 @@ class Measurer:
                                      sagemaker_options=self.endpoint.options(),
                                      control=self.control) as opened:
                 self.doc.run.target = opened.target.describe()
+                self.doc.run.simulated |= opened.simulated  # e.g. a loadgen mock-server
                 self.doc.server.update(opened.server)
                 await self._measure_all(opened)
         except RunStopped:
@@ -206,7 +238,8 @@ class Measurer:
         if not spec.enabled:
             return
         result = await self._level(opened, 1, StopRule(requests=spec.requests,
-                                                       warmup=spec.warmup), spec.output_tokens)
+                                                       warmup=spec.warmup), spec.output_tokens,
+                                   "single-stream")
         level = level_to_dict(result) if result is not None else None
         self.doc.measurements["single_stream"] = level
         if level:
@@ -219,7 +252,7 @@ class Measurer:
         if not spec.enabled:
             return
         result = await self._level(opened, 1, StopRule(requests=spec.repeats),
-                                   spec.output_tokens, keep_records=True)
+                                   spec.output_tokens, "fixed-length", keep_records=True)
         records = (result.records or []) if result is not None else []
         times = [round(e2e_ns(r) / 1e9, 4) for r in records if r.ok]
         failed = sum(not r.ok for r in records)
@@ -241,7 +274,7 @@ class Measurer:
             stop = StopRule(requests=spec.requests_at(concurrency), duration_s=spec.duration,
                             warmup=spec.warmup)
             result = await self._level(opened, concurrency, stop, spec.output_tokens,
-                                       workers=spec.workers)
+                                       f"sweep-c{concurrency}", workers=spec.workers)
             if result is None:
                 continue
             self.doc.run.levels.append(result)

@@ -11,8 +11,10 @@ phase file in ``DIR``, including phases measured by an earlier (``--resume``d) r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,7 @@ from .phase import (
     phase_file,
     read_phase_file,
 )
+from .cloudwatch import fetch_phase_metrics, phase_settings
 from .schema import Phase, Scenario
 from .servers import ServerPool, served
 
@@ -116,6 +119,9 @@ async def run_scenario(scenario: Scenario, options: RunOptions, *,
     options.out_dir.mkdir(parents=True, exist_ok=True)
     run = ScenarioRun(options.out_dir)
     info = run_metadata(scenario, options)
+    background: list = []  # each phase's CloudWatch reads, running while the next phase does
+    cancel = threading.Event()
+    control.on_stop(cancel.set)  # Ctrl-C: keep what has arrived
     servers = ServerPool()  # servers phases keep running for later ones (keep_running)
     try:
         for phase in selected:
@@ -128,9 +134,11 @@ async def run_scenario(scenario: Scenario, options: RunOptions, *,
                 run.outcomes.append(PhaseOutcome(phase.label, SKIPPED, path))
                 continue
             run.outcomes.append(await run_phase(scenario, phase, options, info, control, log,
-                                                servers))
+                                                servers, background=background, cancel=cancel))
     finally:
         await servers.stop_all(log)
+    if background:
+        await asyncio.gather(*background)
     run.interrupted = control.stopped
     _write_reports(scenario, run, info, log)
     return run
@@ -144,9 +152,11 @@ def _note_resumed(earlier: dict, scenario: Scenario, phase: Phase, log: Log) -> 
 
 
 async def run_phase(scenario: Scenario, phase: Phase, options: RunOptions, info: dict,
-                    control: RunControl, log: Log,
-                    servers: ServerPool | None = None) -> PhaseOutcome:
-    """Measure one phase into its file; the outcome says how it ended."""
+                    control: RunControl, log: Log, servers: ServerPool | None = None, *,
+                    background: list | None = None,
+                    cancel: threading.Event | None = None) -> PhaseOutcome:
+    """Measure one phase into its file; the outcome says how it ended. A sagemaker://
+    phase's CloudWatch metrics are read after it: that task goes into ``background``."""
     path = phase_file(options.out_dir, phase.label)
     doc = PhaseDoc(path, phase, info)
     doc.save()
@@ -158,14 +168,23 @@ async def run_phase(scenario: Scenario, phase: Phase, options: RunOptions, info:
                              servers or ServerPool()) as endpoint:
             await Measurer(scenario, phase, endpoint, doc, control, say).run_all()
     except LoadgenError as exc:
-        return _failed(doc, phase, str(exc), say)
+        outcome = _failed(doc, phase, str(exc), say)
     except Exception as exc:  # noqa: BLE001 - a bug in one phase must not lose the others
         traceback.print_exc(file=sys.stderr)
-        return _failed(doc, phase, f"internal error: {type(exc).__name__}: {exc}", say)
-    status = INTERRUPTED if control.stopped else COMPLETE
-    doc.finish(status)
-    say(f"{status}: {path}")
-    return PhaseOutcome(phase.label, status, path)
+        outcome = _failed(doc, phase, f"internal error: {type(exc).__name__}: {exc}", say)
+    else:
+        status = INTERRUPTED if control.stopped else COMPLETE
+        doc.finish(status)
+        say(f"{status}: {path}")
+        outcome = PhaseOutcome(phase.label, status, path)
+    task = fetch_phase_metrics(doc, phase_settings(scenario, phase),
+                               cancel or threading.Event(), say)
+    if task is not None:
+        if background is None:
+            await task
+        else:
+            background.append(task)
+    return outcome
 
 
 def _failed(doc: PhaseDoc, phase: Phase, error: str, say: Log) -> PhaseOutcome:

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
+from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S, EndpointMetricsConfig
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
 from ..measurement import Measurement
-from ..option import OptionField
-from ..runconfig import SIMULATOR, TargetSpec, run_options, target_kind
+from ..option import OptionField, default
+from ..runconfig import SIMULATOR, RunConfig, TargetSpec, run_options, target_kind
+from ..simulator.profile import SimProfile
 from ..servers.spec import DEFAULT_PORT, DEFAULT_READY_TIMEOUT_S, DEFAULT_STOP_GRACE_S
 from ..simulator.profile import SimProfile
 from ..slo import parse_slo
@@ -36,6 +38,7 @@ from .nodes import (
     Text,
     TextList,
     TextMap,
+    WorkerCount,
 )
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
@@ -94,6 +97,13 @@ def price(value: float) -> str | None:
     if value > 0 and math.isfinite(value):
         return None
     return f"must be a positive number of dollars per hour (e.g. 1.1267), got {value:g}"
+
+
+def publish_frequency(value: int) -> str | None:
+    if value in PUBLISH_FREQUENCIES_S:
+        return None
+    return (f"must be one of {', '.join(map(str, PUBLISH_FREQUENCIES_S))} seconds (SageMaker's "
+            f"MetricPublishFrequencyInSeconds), got {value}")
 
 
 def non_empty(value: str) -> str | None:
@@ -178,7 +188,7 @@ FIXED_LENGTH = Section({"enabled": Boolean(), "output_tokens": Integer(output_co
 SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "requests": Integer(positive), "requests_per_stream": Integer(positive),
                  "duration": Number(positive), "output_tokens": Integer(output_count),
-                 "warmup": Integer(non_negative), "workers": Integer(positive)})
+                 "warmup": Integer(non_negative), "workers": WorkerCount()})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
 KNEE = Section({"enabled": Boolean(), "slo": TextList(slo_check), "rate_search": Boolean(),
                "start": Number(positive), "precision": Number(fraction),
@@ -200,6 +210,7 @@ DEPLOY = Section({
     "endpoint_url": Text(url_check), "runtime_endpoint_url": Text(url_check),
     "startup_timeout": Number(positive), "inference_ami_version": Text(non_empty),
     "tags": TextMap(), "payload_format": Text(one_of(*PAYLOAD_FORMATS)),
+    "metrics_frequency": Integer(publish_frequency), "detailed_observability": Boolean(),
 }, required=("image", "role"))
 
 def port_check(value: int) -> str | None:
@@ -296,7 +307,8 @@ class SweepSpec:
     duration: float | None = None
     output_tokens: int = 256
     warmup: int = 0
-    workers: int = 1  # worker processes generating each level (see loadgen.workers)
+    # Worker processes generating each level: "auto" (RunConfig's default) or a count.
+    workers: int | str = default(RunConfig, "workers")
 
     def requests_at(self, concurrency: int) -> int | None:
         if self.requests_per_stream is not None:
@@ -362,6 +374,8 @@ class PhaseDeployBlock:
     inference_ami_version: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     payload_format: str = "auto"
+    metrics_frequency: int = default(EndpointMetricsConfig, "frequency_s")
+    detailed_observability: bool = default(EndpointMetricsConfig, "detailed_observability")
 
 
 @dataclass(frozen=True)

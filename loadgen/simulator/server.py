@@ -13,6 +13,8 @@ from http import HTTPStatus
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .. import __version__
+from ..config import SIMULATOR_HEADER
 from .clock import TokenClock
 from .plan import (
     FAULT_429,
@@ -52,6 +54,7 @@ def build_app(state: SimState, responder: Responder | None = None,
     app.router.add_get("/sim/stats", handlers.stats)
     app.router.add_get("/sim/log", handlers.log)
     app.on_response_prepare.append(_echo_request_id)
+    app.on_response_prepare.append(_announce)
     if state.profile.connection_close:
         app.on_response_prepare.append(_connection_close)
     return app
@@ -62,6 +65,11 @@ async def _connection_close(request: web.Request, response: web.StreamResponse) 
         # Headers are already prepared when this hook runs: set the header ourselves too.
         response.force_close()
         response.headers["Connection"] = "close"
+
+
+async def _announce(request: web.Request, response: web.StreamResponse) -> None:
+    """Every response says it comes from the simulator (clients record ``simulated: true``)."""
+    response.headers[SIMULATOR_HEADER] = __version__
 
 
 async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:

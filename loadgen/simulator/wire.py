@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import orjson
 
+from ..config import SIMULATOR_OWNER
 from .logprobs import completions_logprobs, token_logprobs
 from .plan import FILLER_WORDS, Plan, SimRequest
 
@@ -188,6 +189,6 @@ def full_response(req: SimRequest, plan: Plan, response_id: str, created: int,
 
 
 def models_body(model: str, created: int, max_model_len: int) -> bytes:
-    card = {"id": model, "object": "model", "created": created, "owned_by": "vllm",
+    card = {"id": model, "object": "model", "created": created, "owned_by": SIMULATOR_OWNER,
             "root": model, "parent": None, "max_model_len": max_model_len}
     return orjson.dumps({"object": "list", "data": [card]})

@@ -22,6 +22,12 @@ read). A target:
   The engine then builds a stream's next request while the current one is in flight (in
   ``on_sent``, called right after the current request's bytes were written), so none of that
   work lies between a request's intended time and its write.
+- Optionally (the fast path), ``await target.send_chained(prepared, record, on_sent,
+  successor, started)``: as ``send_prepared``, and when the response ends where the
+  transport reads it, the transport may send the stream's next request right there: it asks
+  the engine's :class:`Successor` (``peek``, then ``claim``), writes it, and reports it with
+  ``successor.started(handle)``; the engine then calls ``send_chained`` for that request
+  with ``started=handle`` to wait for it.
 - ``target.describe()``: a JSON-able dict for the results file (``url``, ``api``,
   ``model``, ...). It must never contain secrets.
 """
@@ -66,6 +72,28 @@ class PreparingTarget(Target, Protocol):
 
     async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
                             on_sent: Callable[[], None] | None = None) -> None: ...
+
+
+class Successor(Protocol):
+    """The engine's side of the fast path: a closed-loop stream's next request, already
+    built, handed to the transport at the instant the current response ended."""
+
+    def peek(self) -> PreparedRequest | None:
+        """The next request if it may be sent now (None: the engine's task sends it)."""
+
+    def claim(self, end_ns: int) -> RequestRecord:
+        """Take the peeked request: due at ``end_ns`` (the previous response's end),
+        counted as issued. The transport must write it now."""
+
+    def started(self, handle: Any) -> None:
+        """The claimed request was written; ``handle`` is what ``send_chained`` waits on."""
+
+
+@runtime_checkable
+class ChainingTarget(PreparingTarget, Protocol):
+    async def send_chained(self, prepared: PreparedRequest, record: RequestRecord,
+                           on_sent: Callable[[], None] | None, successor: Successor,
+                           started: Any = None) -> None: ...
 
 
 class open_target:

@@ -17,6 +17,11 @@ Connections (what real servers do to them):
   server closed it as the request went out) is retried once on a fresh connection and
   counted in ``reconnects``; it is not a failure.
 - Idle and total timeouts are checked by one sweeper task per pool, not a timer per read.
+
+The fast path (closed loop): when a response ends inside ``data_received`` on a connection
+that stays open, the request's :class:`FollowUp` gives the stream's next request, already
+built, and it is written right there, before the task has woken (the raw client's trick,
+``benchmarks/raw_client.py``); the task then finds it in flight (:class:`InFlight`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 from urllib.parse import urlsplit
 
 from ..codecs.http1 import ProtocolError, ResponseHandler, ResponseReader
@@ -45,20 +50,36 @@ class PoolStatistics:
     reconnects: int = 0  # requests retried because the server closed a reused connection
     closed_by_server: int = 0  # connections the server closed (idle, after a response, ...)
     connect_failures: int = 0
+    sent_on_completion: int = 0  # requests the fast path wrote as the previous one ended
 
     def snapshot(self) -> dict[str, int]:
         return dict(vars(self))
 
 
-class _Exchange:
-    """One request/response on a connection."""
+class FollowUp(Protocol):
+    """A closed-loop stream's next request, asked for when its current response ends."""
 
-    __slots__ = ("handler", "future", "started_ns", "last_read_ns", "reused")
+    def next_request(self, end_ns: int) -> tuple[bytes, ResponseHandler] | None:
+        """The next request's bytes and response handler, due at ``end_ns`` (None: not now)."""
 
-    def __init__(self, handler: ResponseHandler, future: asyncio.Future, now_ns: int,
+    def sent(self, in_flight: InFlight, sent_ns: int) -> None:
+        """The bytes from :meth:`next_request` were written at ``sent_ns``."""
+
+
+class InFlight:
+    """One request/response on a connection (fast path: ``started`` of :meth:`HTTPPool.request`)."""
+
+    __slots__ = ("conn", "data", "handler", "future", "follow", "started_ns", "last_read_ns",
+                 "reused")
+
+    def __init__(self, conn: _Connection, data: bytes, handler: ResponseHandler,
+                 future: asyncio.Future, follow: FollowUp | None, now_ns: int,
                  reused: bool) -> None:
+        self.conn = conn
+        self.data = data  # kept to send again on a fresh connection (retry)
         self.handler = handler
         self.future = future
+        self.follow = follow
         self.started_ns = now_ns
         self.last_read_ns = now_ns
         self.reused = reused  # the connection had served a response before this request
@@ -69,7 +90,7 @@ class _Connection(asyncio.Protocol):
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.reader = ResponseReader()
-        self.exchange: _Exchange | None = None
+        self.exchange: InFlight | None = None
         self.served = 0
         self.closed = False
 
@@ -93,10 +114,20 @@ class _Connection(asyncio.Protocol):
             return
         if reader.complete:
             self._finish(_DONE, None, now)
-            if reader.keep_alive and not self.closed:
-                self.pool._release(self)
-            else:
+            if not reader.keep_alive or self.closed:
                 self.abort()
+            elif exchange.follow is None or not self._send_follow_up(exchange.follow, now):
+                self.pool._release(self)
+
+    def _send_follow_up(self, follow: FollowUp, end_ns: int) -> bool:
+        """The fast path: write the stream's next request now, on this connection."""
+        upcoming = follow.next_request(end_ns)
+        if upcoming is None:
+            return False
+        sent_ns = self.send(*upcoming, asyncio.get_running_loop().create_future(), follow)
+        self.pool.stats.sent_on_completion += 1
+        follow.sent(self.exchange, sent_ns)  # type: ignore[arg-type]
+        return True
 
     def eof_received(self) -> bool:
         return False  # half-closed by the server: close our side too (-> connection_lost)
@@ -118,9 +149,11 @@ class _Connection(asyncio.Protocol):
                                  f"{self.reader.bytes_in} response bytes{detail}"), now)
 
     # -- used by the pool -------------------------------------------------------------------
-    def send(self, data: bytes, handler: ResponseHandler, future: asyncio.Future) -> int:
+    def send(self, data: bytes, handler: ResponseHandler, future: asyncio.Future,
+             follow: FollowUp | None = None) -> int:
         """Write one request; returns the time the bytes were handed to the kernel."""
-        self.exchange = _Exchange(handler, future, time.perf_counter_ns(), self.served > 0)
+        self.exchange = InFlight(self, data, handler, future, follow, time.perf_counter_ns(),
+                                 self.served > 0)
         self.reader.begin(handler)
         assert self.transport is not None
         self.transport.write(data)
@@ -221,26 +254,37 @@ class HTTPPool:
 
     # -- requests -------------------------------------------------------------------------------
     async def request(self, data: bytes, handler: ResponseHandler,
-                      on_sent: Callable[[int], None]) -> None:
+                      on_sent: Callable[[int], None], follow: FollowUp | None = None,
+                      started: InFlight | None = None) -> None:
         """Send ``data`` and feed the response to ``handler``; returns when it has ended.
+        ``follow``: the stream's next request, for the fast path. ``started``: this
+        request was already written by the fast path (``data`` and ``handler`` are its).
 
         Failures go to ``handler.on_failure``; only ``CancelledError`` propagates.
         """
         loop = asyncio.get_running_loop()
+        if started is not None:
+            data = started.data  # as written (a signature may have been renewed)
         for attempt in (0, 1):
-            try:
-                # The retry takes a new connection: another idle one may be just as stale.
-                conn = await (self._connect_busy() if attempt else self._acquire())
-            except (OSError, asyncio.TimeoutError) as err:
-                self.stats.connect_failures += 1
-                handler.on_failure(*_connect_failure(err, self.timeouts), time.perf_counter_ns())
-                return
-            future = loop.create_future()
-            on_sent(conn.send(data, handler, future))
+            if attempt == 0 and started is not None:
+                conn, future = started.conn, started.future
+            else:
+                try:
+                    # The retry takes a new connection: another idle one may be just as stale.
+                    conn = await (self._connect_busy() if attempt else self._acquire())
+                except (OSError, asyncio.TimeoutError) as err:
+                    self.stats.connect_failures += 1
+                    handler.on_failure(*_connect_failure(err, self.timeouts),
+                                       time.perf_counter_ns())
+                    return
+                future = loop.create_future()
+                on_sent(conn.send(data, handler, future, follow))
             try:
                 outcome = await future
             except asyncio.CancelledError:
-                conn.exchange = None  # the caller keeps what arrived; no failure is recorded
+                # The caller keeps what arrived; no failure is recorded. A request the fast
+                # path sent on this connection meanwhile goes too: its stream is cancelled.
+                conn.exchange = None
                 conn.abort()
                 raise
             if outcome != _RETRY:
@@ -326,23 +370,6 @@ class HTTPPool:
                 if exchange is not None and (now - exchange.last_read_ns > idle_ns
                                              or now - exchange.started_ns > total_ns):
                     conn.fail("timeout", message)
-
-
-async def send_on_pool(pool: HTTPPool, data: bytes, record, response,
-                       on_sent: Callable[[], None] | None = None) -> None:
-    """Send ``data`` for ``record``; the target's ``response`` handler fills the record.
-    ``record.sent_ns`` is set when the bytes were written, then ``on_sent()`` runs."""
-
-    def sent(now_ns: int) -> None:
-        record.sent_ns = now_ns
-        if on_sent is not None:
-            on_sent()
-
-    try:
-        await pool.request(data, response, sent)
-    except asyncio.CancelledError:
-        response.cut_short(time.perf_counter_ns())
-        raise
 
 
 _SPARE_FILES = 64  # descriptors for everything that is not a connection (files, pipes, DNS)

@@ -26,13 +26,13 @@ import orjson
 from ..codecs.http1 import RequestHead
 from ..codecs.openai_request import openai_body
 from ..codecs.openai_response import OpenAIResponse, error_message
-from ..config import APIS, TRANSPORTS, RequestOptions
+from ..config import APIS, SIMULATOR_HEADER, SIMULATOR_OWNER, TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError, one_line
 from ..record import Prompt, RequestRecord
 from ..redact import redact_values
-from .base import PreparedRequest
+from .base import PreparedRequest, Successor
 from .http_pool import HTTPPool
-from .session import AiohttpTransport, Connections, headers_too_large
+from .session import AiohttpTransport, ChainedSend, Connections, headers_too_large
 
 _PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 PREFLIGHT_MAX_S = 30.0  # the preflight's longest wait, however long --timeout is
@@ -89,6 +89,8 @@ class OpenAIHTTPTarget:
         self.pool_size = pool_size
         self._endpoint = self.base + _PATHS[options.api]
         self._connections = Connections()
+        # The preflight's answer said it is loadgen's simulator (its header or model owner).
+        self.simulator = False
         self._head: RequestHead | None = None
         self._api_key = os.environ.get(options.api_key_env) or None
         self.warnings: list[str] = []  # the preflight's, for the run to print and record
@@ -96,7 +98,9 @@ class OpenAIHTTPTarget:
     def describe(self) -> dict[str, Any]:
         info = {"kind": "openai-http", "url": self.base, "api": self.options.api,
                 "model": self.model, "stream": self.options.stream,
-                "transport": self.options.transport}
+                "transport": self.options.transport, "ignore_eos": self.options.ignore_eos}
+        if self.simulator:
+            info["simulator"] = True
         if self.warnings:
             info["warnings"] = list(self.warnings)
         return info
@@ -150,6 +154,7 @@ class OpenAIHTTPTarget:
                                                              allow_redirects=False) as resp:
                 body = await _read_limited(resp, url)
                 status = resp.status
+                self.simulator = SIMULATOR_HEADER in resp.headers
                 location = resp.headers.get("Location")
         except aiohttp.ConnectionTimeoutError:
             raise TargetError(f"connecting to {self.base} timed out after {timeouts.connect_s:g} s "
@@ -181,8 +186,10 @@ class OpenAIHTTPTarget:
                     "sends one only from a variable allowed with --allow-env)")
             raise AuthError(f"{self.base} requires an API key (HTTP 401): {hint}")
         try:
-            models = [m["id"] for m in orjson.loads(body)["data"]] if status == 200 else None
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            cards = orjson.loads(body)["data"] if status == 200 else None
+            models = [m["id"] for m in cards] if cards is not None else None
+            self.simulator |= any(m.get("owned_by") == SIMULATOR_OWNER for m in cards or ())
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             models = None
         if models is None:
             hint = " (or give --model if it serves none)" if status == 404 else ""
@@ -210,9 +217,35 @@ class OpenAIHTTPTarget:
     async def send_prepared(self, prepared: PreparedRequest, record: RequestRecord,
                             on_sent: Callable[[], None] | None = None) -> None:
         record.start_ns = record.start_ns or time.perf_counter_ns()
-        response = OpenAIResponse(record, self.options.stream, self.options.keep_text)
         try:
-            await self._connections.send(self._endpoint, prepared, record, response, on_sent)
+            await self._connections.send(self._endpoint, prepared, record,
+                                         self._respond(record), on_sent)
         finally:  # a server may echo the key in its error body: hide it before it is kept
-            if record.error_message and self._api_key:
-                record.error_message = redact_values(record.error_message, (self._api_key,))
+            self._redact(record)
+
+    async def send_chained(self, prepared: PreparedRequest, record: RequestRecord,
+                           on_sent: Callable[[], None] | None, successor: Successor,
+                           started: Any = None) -> None:
+        """``send_prepared`` with the fast path (:mod:`.http_pool`): ``started`` is a
+        request the pool already wrote as the stream's previous response ended."""
+        if started is None:
+            record.start_ns = record.start_ns or time.perf_counter_ns()
+        response = started.handler if started is not None else self._respond(record)
+        follow = (ChainedSend(successor, on_sent, _wire, self._respond)
+                  if self._connections.pool is not None else None)
+        try:
+            await self._connections.send(self._endpoint, prepared, record, response, on_sent,
+                                         follow, started)
+        finally:
+            self._redact(record)
+
+    def _redact(self, record: RequestRecord) -> None:
+        if record.error_message and self._api_key:
+            record.error_message = redact_values(record.error_message, (self._api_key,))
+
+    def _respond(self, record: RequestRecord) -> OpenAIResponse:
+        return OpenAIResponse(record, self.options.stream, self.options.keep_text)
+
+
+def _wire(prepared: PreparedRequest) -> bytes | None:
+    return prepared.wire

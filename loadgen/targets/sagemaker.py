@@ -41,7 +41,7 @@ from ..codecs.sagemaker_formats import (
 from ..config import TRANSPORTS, RequestOptions
 from ..errors import AuthError, ConfigError, TargetError
 from ..record import Prompt, RequestRecord
-from .base import PreparedRequest
+from .base import PreparedRequest, Successor
 from .http_pool import HTTPPool
 from .sagemaker_aws import (
     AwsSetup,
@@ -50,7 +50,7 @@ from .sagemaker_aws import (
     resolve_region,
     setup_aws,
 )
-from .session import AiohttpTransport, Connections
+from .session import AiohttpTransport, ChainedSend, Connections
 
 SCHEME = "sagemaker"
 # SageMaker's EndpointName rule (botocore's service model: this pattern, at most 63).
@@ -162,7 +162,8 @@ class SageMakerTarget:
             "region": aws.region if aws else self._region_arg,
             "endpoint_url": aws.endpoint_url if aws else self._endpoint_url_arg,
             "api": self.options.api, "model": self.options.model,
-            "payload_format": self.payload_format, "detected_payload_format": self.detected_format,
+            "ignore_eos": self.options.ignore_eos, "payload_format": self.payload_format,
+            "detected_payload_format": self.detected_format,
             "stream": self.options.stream, "transport": self.options.transport,
         }
         description.update({key: value for key, value in self._extra.items() if value is not None})
@@ -213,6 +214,27 @@ class SageMakerTarget:
             prepared = self._resigned(prepared)
         await self._exchange(prepared, record, on_sent)
 
+    async def send_chained(self, prepared: PreparedRequest, record: RequestRecord,
+                           on_sent: Callable[[], None] | None, successor: Successor,
+                           started: Any = None) -> None:
+        """``send_prepared`` with the fast path (:mod:`.http_pool`): ``started`` is a
+        request the pool already wrote (signed) as the stream's previous response ended."""
+        if started is None:
+            if time.perf_counter_ns() - prepared.made_ns > _RESIGN_AFTER_NS:
+                prepared = self._resigned(prepared)
+        follow = (ChainedSend(successor, on_sent, self._fresh_wire, self._respond)
+                  if self._connections.pool is not None else None)
+        await self._exchange(prepared, record, on_sent, follow, started)
+
+    def _fresh_wire(self, prepared: PreparedRequest) -> bytes | None:
+        """The bytes of a prepared request, signed again if its signature is getting old."""
+        if time.perf_counter_ns() - prepared.made_ns > _RESIGN_AFTER_NS:
+            prepared = self._resigned(prepared)
+        return prepared.wire
+
+    def _respond(self, record: RequestRecord) -> SageMakerResponse:
+        return SageMakerResponse(record, self)
+
     def _resigned(self, prepared: PreparedRequest) -> PreparedRequest:
         """A signature is valid for 5 minutes: one made long before its send is made again."""
         assert self._signer is not None
@@ -220,12 +242,18 @@ class SageMakerTarget:
         return PreparedRequest(prepared.body, self._render(prepared.body, headers), headers)
 
     async def _exchange(self, prepared: PreparedRequest, record: RequestRecord,
-                        on_sent: Callable[[], None] | None = None) -> int | None:
+                        on_sent: Callable[[], None] | None = None,
+                        follow: ChainedSend | None = None,
+                        started: Any = None) -> int | None:
         """Send one request and fill ``record``. Returns the HTTP status (None: no response)."""
         assert self._aws is not None, "open() the target first"
-        record.start_ns = record.start_ns or time.perf_counter_ns()
-        response = SageMakerResponse(record, self)
-        await self._connections.send(self._url, prepared, record, response, on_sent)
+        if started is not None:
+            response = started.handler
+        else:
+            record.start_ns = record.start_ns or time.perf_counter_ns()
+            response = SageMakerResponse(record, self)
+        await self._connections.send(self._url, prepared, record, response, on_sent, follow,
+                                     started)
         if response.detected_format and self.detected_format is None:
             self.detected_format = response.detected_format
         return response.status or None

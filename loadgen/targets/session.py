@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import aiohttp
 
 from ..config import Timeouts
 from ..errors import one_line
-from .base import PreparedRequest
-from .http_pool import HTTPPool, send_on_pool
+from ..codecs.http1 import ResponseHandler
+from ..record import RequestRecord
+from .base import PreparedRequest, Successor
+from .http_pool import FollowUp, HTTPPool, InFlight
 
 
 def client_session(timeouts: Timeouts, pool_size: int,
@@ -160,13 +162,71 @@ class Connections:
             await session.close()
 
     async def send(self, url: str, prepared: PreparedRequest, record, response,
-                   on_sent: Callable[[], None] | None = None) -> None:
+                   on_sent: Callable[[], None] | None = None,
+                   follow: ChainedSend | None = None, started: InFlight | None = None) -> None:
         """One request: its prebuilt bytes on the pool, else its body and headers (with the
-        session's own) through aiohttp. ``response`` fills ``record``; nothing raises."""
+        session's own) through aiohttp. ``response`` fills ``record``; nothing raises.
+        ``follow``, ``started``: the pool's fast path (:class:`ChainedSend`)."""
         if self.pool is not None:
             assert prepared.wire is not None
-            await send_on_pool(self.pool, prepared.wire, record, response, on_sent)
+            await send_on_pool(self.pool, prepared.wire, record, response, on_sent, follow,
+                               started)
         else:
             assert self.aiohttp is not None, "open() the target first"
             await self.aiohttp.request(url, prepared.body, prepared.headers or {}, record,
                                        response)
+
+
+class ChainedSend:
+    """The pool's :class:`~.http_pool.FollowUp` for one closed-loop stream of a target: when
+    a response ends in ``data_received``, the engine's :class:`~.base.Successor` hands over
+    the stream's next request (already built), ``wire`` gives its bytes (None: the task sends
+    it) and ``respond`` the target's handler for its response."""
+
+    __slots__ = ("successor", "on_sent", "wire", "respond", "_record")
+
+    def __init__(self, successor: Successor, on_sent: Callable[[], None] | None,
+                 wire: Callable[[PreparedRequest], bytes | None],
+                 respond: Callable[[RequestRecord], ResponseHandler]) -> None:
+        self.successor = successor
+        self.on_sent = on_sent
+        self.wire = wire
+        self.respond = respond
+        self._record: RequestRecord | None = None
+
+    def next_request(self, end_ns: int) -> tuple[bytes, ResponseHandler] | None:
+        prepared = self.successor.peek()
+        data = self.wire(prepared) if prepared is not None else None
+        if data is None:
+            return None
+        record = self._record = self.successor.claim(end_ns)
+        record.start_ns = end_ns
+        return data, self.respond(record)
+
+    def sent(self, in_flight: Any, sent_ns: int) -> None:
+        assert self._record is not None
+        self._record.sent_ns = sent_ns
+        self._record = None
+        self.successor.started(in_flight)
+        if self.on_sent is not None:
+            self.on_sent()
+
+
+async def send_on_pool(pool: HTTPPool, data: bytes, record, response,
+                       on_sent: Callable[[], None] | None = None,
+                       follow: FollowUp | None = None,
+                       started: InFlight | None = None) -> None:
+    """Send ``data`` for ``record``; the target's ``response`` handler fills the record.
+    ``record.sent_ns`` is set when the bytes were written, then ``on_sent()`` runs.
+    ``follow``, ``started``: the fast path (:meth:`HTTPPool.request`)."""
+
+    def sent(now_ns: int) -> None:
+        record.sent_ns = now_ns
+        if on_sent is not None:
+            on_sent()
+
+    try:
+        await pool.request(data, response, sent, follow, started)
+    except asyncio.CancelledError:
+        response.cut_short(time.perf_counter_ns())
+        raise

@@ -46,7 +46,7 @@ class ServerFacts:
     weights_load_s: float | None = None  # "Loading weights took": after the download
     model_load_gib: float | None = None  # GPU memory the weights take
     model_load_s: float | None = None  # "Model loading took": includes download and setup
-    kv_cache_gib: float | None = None  # "Available KV cache memory" (vLLM 0.10+)
+    kv_cache_gib: float | None = None  # "Available KV cache memory" (vLLM 0.10+; CPU: "set")
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None  # requests of max_concurrency_tokens_per_request
     max_concurrency_tokens_per_request: int | None = None  # the configured context length
@@ -95,6 +95,10 @@ _LOG_PATTERNS = (
         (_num, _num),
     ),
     (re.compile(r"Available KV cache memory: ([\d.]+) GiB"), ("kv_cache_gib",), (_num,)),
+    # The CPU build: "Explicitly set (1.0/9.96) GiB for KV cache on node 0" (from
+    # VLLM_CPU_KVCACHE_SPACE), or "Auto set (...)"; the second number is the node's memory.
+    (re.compile(r"(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB for KV cache"),
+     ("kv_cache_gib",), (_num,)),
     (re.compile(r"KV cache size: ([\d,]+) tokens"), ("kv_cache_tokens",), (_int,)),
     (
         re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", re.IGNORECASE),

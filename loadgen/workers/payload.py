@@ -124,8 +124,10 @@ def merge_client(reports: list[LevelReport]) -> ClientReport:
                             False, None)
     worst = max(clients, key=lambda wc: (wc[1].saturated, wc[1].cpu_percent))
     warnings = [f"worker {w}: {c.warning}" for w, c in clients if c.warning]
+    notes = [f"worker {w}: {c.note}" for w, c in clients if c.note]
     return ClientReport(worst[1].cpu_percent, worst[1].loop_lag_ms,
-                        any(c.saturated for _, c in clients), "; ".join(warnings) or None)
+                        any(c.saturated for _, c in clients), "; ".join(warnings) or None,
+                        worst[1].cause, "; ".join(notes) or None, worst[1].machine)
 
 
 def worker_facts(report: LevelReport, info: dict[str, Any], status: str) -> dict[str, Any]:

@@ -48,7 +48,8 @@ class WorkerEngine:
         sinks = tuple(sink for sink in (self.rows, self.cutter) if sink is not None)
         self.how = LevelRun(RunControl(), RequestIds(), share, keep_records,
                             slos=measurement.slos,  # judged here, per request
-                            sinks=sinks, on_start=self._count_start)
+                            sinks=sinks, on_start=self._count_start,
+                            quiet_gc=config.quiet_gc)
         self._exits = contextlib.AsyncExitStack()
         self._target: Target | None = None
         self._metrics: LevelMetrics | None = None  # of the level being measured
