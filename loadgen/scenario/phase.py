@@ -297,7 +297,7 @@ class Measurer:
                  else ConstantConcurrency(int(spec.start)))
         config = dataclasses.replace(
             self._config(1, StopRule(duration_s=spec.duration, warmup=spec.warmup),
-                         spec.output_tokens),
+                         spec.output_tokens, "knee"),
             loads=(first,), measurement=measurement)
         result = await run_on(opened, config, control=self.control, log=self.log)
         search = result.extra.get("profile") or {}
