@@ -9,75 +9,34 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import functools
 import itertools
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .atomic import check_writable, rewritable, same_file
 from .config import RequestOptions
-from .engine import LevelResult, RunControl, run_level
+from .engine import LevelResult, RunControl
 from .errors import ConfigError
 from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
+from .measure import measure_level, measure_on_workers
 from .measurement import Measurement
 from .record import now_iso
 from .results import RunResult
 from .results_types import Results
 from .runconfig import SIMULATOR, CloudWatchSettings, RunConfig, TargetConfig, Workers, build_run
 from .run_target import OpenedTarget, open_for_runs
-from .saturation import level_plan
+from .saturation import level_plan, plan_loads
 from .targets.base import Target
 from .targets.factory import make_target, pool_size_for
 from .workload.prompts import PromptSource, PromptStream, prefill_count
 from .workload.settings import WorkloadSettings
 
-if TYPE_CHECKING:
-    from .measurement import Exports
-    from .workers import WorkerPool
-
 # ``target=SIMULATOR`` ("simulator"): the built-in vLLM simulator, started in a child
 # process for the run (declared with the target: :mod:`loadgen.runconfig`).
-
-
-async def _measure_level(target: Target, load: Load, sample_url: str | None,
-                         interval_s: float, watchers: Sequence = (), **kwargs) -> LevelResult:
-    """One level, with the server's /metrics sampled alongside it when there is a URL."""
-    if sample_url is None:
-        return await run_level(target, load, watchers=watchers, **kwargs)
-    from .vllm.server_metrics import ServerMetricsSampler
-
-    sampler = ServerMetricsSampler(sample_url, interval_s)
-    level = await run_level(target, load, watchers=(sampler, *watchers), **kwargs)
-    level.server = sampler.snapshot()
-    return level
-
-
-async def _measure_on_workers(pool: WorkerPool, index: int, load: Load, config: RunConfig,
-                              sample_url: str | None, control: RunControl,
-                              on_progress: Callable[[dict], None] | None,
-                              exports: Exports) -> LevelResult:
-    """One level on every worker (their export rows and intervals written to
-    ``exports``); the parent samples the server's /metrics meanwhile."""
-    if sample_url is None:
-        return await pool.level(index, load, config.stop, control, on_progress, exports)
-    from .vllm.server_metrics import ServerMetricsSampler
-
-    sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
-    # Not a TaskGroup: a worker's one-line error (WorkerFailed) must reach the CLI as
-    # itself, not wrapped in an ExceptionGroup.
-    watcher = asyncio.ensure_future(sampler.run())
-    try:
-        level = await pool.level(index, load, config.stop, control, on_progress, exports)
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    level.server = sampler.snapshot()
-    return level
 
 
 _UNSET: Any = object()  # "not given": tells a keyword left alone from one set to its default
@@ -199,7 +158,7 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
             raise ConfigError("workers build their own target: pass a URL, not a Target object")
         config = config.for_workers(prompts)  # one-line errors for what can't be split yet
     async with open_for_runs(target or config.target.url or SIMULATOR, options,
-                             pool_size=pool_size_for(config.loads),
+                             pool_size=pool_size_for(plan_loads(config)),
                              sagemaker_options=config.target.sagemaker_options(),
                              control=control,
                              server_facts=bool(config.server_metrics_interval_s)) as opened:
@@ -279,7 +238,7 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
         cloudwatch = level_metrics_fetcher(opened.target.describe(), config.cloudwatch, control)
         stream = PromptStream(prompts)
         measure = functools.partial(
-            _measure_level, sample_url=sample_url,
+            measure_level, sample_url=sample_url,
             interval_s=config.server_metrics_interval_s or 1.0, stop=config.stop,
             prompts=stream, control=control, keep_records=keep_records, ids=opened.ids,
             watchers=(exports.hdr,) if exports.hdr is not None else (),
@@ -298,8 +257,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                                start=opened.ids.prompts)
             exports.begin_level(index + 1, load)
             if pool is not None:
-                level = await _measure_on_workers(pool, index, load, config, sample_url, control,
-                                                  progress, exports)
+                level = await measure_on_workers(pool, index, load, config, sample_url, control,
+                                                 progress, exports)
                 result.extra["workers"] = pool.describe()
             else:
                 level = await measure(opened.target, load, on_progress=progress)
@@ -308,13 +267,17 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                 cloudwatch.start(level)  # in the background: the next level goes on
             result.levels.append(level)
             result.partial = True  # until the run has ended: a file written now is not complete
+            plan.measured(level)
+            if hasattr(plan, "describe"):  # a search: where it stands, in the file
+                result.extra["profile"] = plan.describe()
             if exports.sinks:
                 result.extra["exports"] = exports.describe()
             if out is not None and rewritable(out):  # a device or FIFO gets one document
                 result.save(out)
-            plan.measured(level)
             if on_level:
                 on_level(level)
+        if hasattr(plan, "describe"):  # how the search ended (it decided after the last level)
+            result.extra["profile"] = plan.describe()
         exports.close()  # its last writes can fail too: the results file says so
         if exports.sinks:
             result.extra["exports"] = exports.describe()

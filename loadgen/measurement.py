@@ -64,21 +64,38 @@ class Measurement:
                                  "(HdrHistogram log format).", metavar="DIR", path="dir")
     hdr_interval_s: float = option(5.0, _O, "Seconds per --hdr-log interval histogram.",
                                    metavar="S", low=0, low_open=True, flag="--hdr-interval")
-    # "saturation": bounds, then rates between (loadgen.saturation)
+    # "saturation": bounds, then rates between (loadgen.saturation); "slo-search": the
+    # highest load meeting every SLO (loadgen.knee)
     profile: str | None = option(None, _L, "saturation: measure one stream and "
                                  "--saturation-concurrency streams, then --profile-rates "
-                                 "constant rates evenly between their request rates.",
-                                 choices=("saturation",), none_means="none", sweep_only=True)
+                                 "constant rates evenly between their request rates. "
+                                 "slo-search: the highest concurrency (or rate, "
+                                 "--rate-search) meeting every --slo, by doubling then "
+                                 "bisection, from the first --concurrency/--rate.",
+                                 choices=("saturation", "slo-search"), none_means="none",
+                                 sweep_only=True)
     profile_rates: int = option(5, _L, "Rate levels of --profile saturation.",
                                 metavar="LEVELS", low=1, sweep_only=True)
     saturation_concurrency: int = option(64, _L, "Streams of --profile saturation's "
                                          "unthrottled level.", metavar="STREAMS", low=2,
                                          sweep_only=True)
+    rate_search: bool = option(False, _L, "--profile slo-search: search open-loop rates "
+                               "(from --rate, default 1/s) instead of concurrency.",
+                               sweep_only=True)
+    search_precision: float = option(0.10, _L, "--profile slo-search stops when (high - "
+                                     "low) / low is at most this.", metavar="FRACTION",
+                                     low=0, low_open=True, high=0.99, sweep_only=True)
+    max_probes: int = option(10, _L, "--profile slo-search: most levels it probes.",
+                             metavar="LEVELS", low=2, sweep_only=True)
+    search_ceiling: int | None = option(None, _L, "--profile slo-search: never probe a "
+                                        "concurrency above this.", metavar="STREAMS", low=1,
+                                        none_means="no limit", sweep_only=True)
 
     @property
     def one_process_only(self) -> list[str]:
-        """The flags of what cannot be split across worker processes yet."""
-        return ["--profile"] if self.profile else []
+        """The flags of what cannot be split across worker processes yet (slo-search can:
+        the parent sends every worker the level its plan chose)."""
+        return ["--profile saturation"] if self.profile == "saturation" else []
 
     @contextlib.contextmanager
     def open_exports(self, warn: Callable[[str], None]) -> Iterator[Exports]:

@@ -270,6 +270,17 @@ def choose_levels(levels: Levels, workload: WorkloadSettings, measurement: Measu
         if stop.warmup:
             raise ConfigError("--warmup does not apply to --trace (the trace is replayed once)")
         return [workload.trace_load()]
+    if measurement.rate_search and measurement.profile != "slo-search":
+        raise ConfigError("--rate-search applies to --profile slo-search")
+    if measurement.profile == "slo-search":  # the first probe: the level options' first
+        loads = levels.loads(workload.seed)
+        if len(loads) > 1:
+            raise ConfigError("--profile slo-search takes one --concurrency (or --rate with "
+                              "--rate-search) to start from, not a list")
+        from .knee import knee_search
+
+        knee_search(measurement, loads)  # one-line errors: no --slo, bad precision, ...
+        return loads
     if measurement.profile:
         if given:
             raise ConfigError("--profile saturation chooses its own levels; drop "

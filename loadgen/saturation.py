@@ -79,9 +79,20 @@ class FixedLevels:
         pass
 
 
-def level_plan(config: Any) -> FixedLevels | SaturationLevels:
+def level_plan(config: Any) -> Any:
     """The levels ``config`` (a RunConfig) runs: its loads, or a profile's, chosen as the
-    run goes."""
+    run goes (``--profile slo-search``: :class:`loadgen.knee.KneePlan`)."""
     if config.measurement.profile == "saturation":
         return SaturationLevels(config.loads, config.measurement.profile_rates)
+    if config.measurement.profile == "slo-search":
+        from .knee import KneePlan, knee_search
+
+        return KneePlan(knee_search(config.measurement, config.loads))
     return FixedLevels(config.loads)
+
+
+def plan_loads(config: Any) -> list[Load]:
+    """The loads that size a run's connection pool: its own, and the most streams its
+    profile may ask for."""
+    plan = level_plan(config)
+    return [*config.loads, *(plan.bounds() if hasattr(plan, "bounds") else ())]

@@ -341,3 +341,20 @@ def test_closing_the_session_stops_a_running_run_and_keeps_its_results(tmp_path,
     results = json.loads((tmp_path / "work" / "runs" / run_id / "results.json").read_text())
     assert record["state"] == "cancelled"
     assert results["partial"] is True and results["levels"][0]["requests"]["completed"] >= 2
+
+
+def test_start_run_slo_search_stays_under_the_servers_concurrency_limit(tmp_path, sim_url):
+    async def body(client):
+        bad = await call_error(client, "start_run", target=sim_url, profile="slo-search")
+        started = await call(client, "start_run", target=sim_url, profile="slo-search",
+                             slos=["ttft_ms:p99<=5000"], output_tokens=4)
+        await poll_until_ended(client, started["run_id"])
+        return bad, started, await call(client, "get_results", run_id=started["run_id"])
+
+    bad, started, results = session(options(tmp_path, max_concurrency=4), body)
+    assert "needs at least one --slo" in bad
+    assert any("at most concurrency 4" in note for note in started["notes"])
+    search = results["profile"]
+    assert [p["load"] for p in search["probes"]] == [1, 2, 4]  # doubling, capped at 4
+    assert search["knee"] == 4 and search["stopped"] == "ceiling reached"
+    assert all(level["goodput"]["slos"] == ["ttft_ms:p99<=5000"] for level in results["levels"])

@@ -175,6 +175,9 @@ def test_a_value_given_to_any_door_lands_in_the_same_field(field, tmp_path):
     values = {**_context(field), field.key: sample}
     if field.key == "profile":
         values["saturation_concurrency"] = 4
+        values["slos"] = ["ttft_ms<=500"]  # slo-search (the last choice) needs an SLO
+    if field.key == "rate_search":  # an option of --profile slo-search
+        values.update(profile="slo-search", slos=["ttft_ms<=500"])
     expected = _part(build_run(values), field)
     assert expected != _part(build_run(_context(field)), field)  # the sample is not a default
     doors = [via_api, via_cli, via_mcp]

@@ -147,7 +147,7 @@ def test_nothing_to_measure():
                          "  single_stream: {enabled: false}\n"
                          ).replace("requests: 4}", "requests: 4, enabled: false}")
     assert messages(text) == ["s.yaml:6: measurements: nothing to measure; add single_stream, "
-                              "fixed_length, sweep or fidelity"]
+                              "fixed_length, sweep, fidelity or knee"]
 
 
 def test_every_problem_at_once_in_line_order():

@@ -72,7 +72,7 @@ def test_auto_keeps_one_process_for_what_cannot_be_split():
     heavy = dict(loads=(C(4096),), stop=StopRule(requests=1))
     profiled = RunConfig(**heavy, measurement=Measurement(profile="saturation"))
     assert profiled.worker_choice().workers == 1
-    assert "--profile run in one process" in profiled.worker_choice().reason
+    assert "--profile saturation run in one process" in profiled.worker_choice().reason
     assert RunConfig(**heavy).worker_choice(in_process_target=True).workers == 1
 
 

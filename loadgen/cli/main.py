@@ -6,10 +6,8 @@ one ``Error: ...`` line with a non-zero exit; no tracebacks for bad input.
 
 from __future__ import annotations
 
-import functools
 import sys
-import time
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import click
 import cloup
@@ -21,6 +19,7 @@ from ..engine import RunControl
 from ..errors import RunStopped
 from ..load import waves_warning
 from ..progress import PlainProgress, make_progress, run_header
+from ..knee import format_knee
 from ..results import RunResult, error_kinds, format_table
 from ..results_types import Results
 from ..runconfig import RunConfig, build_run
@@ -96,6 +95,8 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
 
         for line in cloudwatch_lines(data["levels"]):
             echo(line)
+    if (data.get("profile") or {}).get("name") == "slo-search":
+        echo(format_knee(data["profile"]))
     if data["target"].get("stream") is False:
         echo("non-streaming: TTFT is the full latency (the whole body arrives at once)")
     sys.exit(_report_outcome(result, data, out, to_stdout, signals))

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from ..errors import ConfigError
 from ..report.compare import compare_runs
 from ..report.compare_text import format_comparison
 from ..report.labels import pair_labels

@@ -68,6 +68,9 @@ class LevelResult:
     # sagemaker:// targets: the endpoint's own CloudWatch metrics over the level
     # (loadgen.aws.level_metrics); None for other targets.
     cloudwatch: dict[str, Any] | None = None
+    # The client's per-second rows and where server series sit on their axis
+    # (loadgen.timeline); None when workers generated the level.
+    timeline: dict[str, Any] | None = None
 
 
 async def run_level(target: Target, load: Load, stop: StopRule, prompts: Prompts, *,

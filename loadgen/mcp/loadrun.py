@@ -70,8 +70,14 @@ class LoadRequest:
         _check_files(values)
         cap = limits.max_concurrency
         streams = [*values.get("concurrency", ()), values.get("max_in_flight") or 0]
-        if values.get("profile"):
+        if values.get("profile") == "saturation":
             streams.append(values.get("saturation_concurrency", 64))
+        if values.get("profile") == "slo-search" and not values.get("rate_search"):
+            ceiling = min(values.get("search_ceiling") or cap, cap)
+            if ceiling != values.get("search_ceiling"):
+                notes.append(f"slo-search probes at most concurrency {ceiling} (the server's "
+                             "limit)")
+            values["search_ceiling"] = ceiling
         if max(streams) > cap:
             raise ConfigError(f"concurrency {max(streams)} is above this server's limit of "
                               f"{cap} (loadgen mcp --max-concurrency)")

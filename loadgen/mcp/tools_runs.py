@@ -86,6 +86,8 @@ class RunResults(BaseModel):
     levels: list[dict[str, Any]] = Field(default_factory=list, description="one entry per "
                                          "load level, as in the results file")
     summary: dict[str, Any] | None = Field(None, description="scenario runs: the report summary")
+    profile: dict[str, Any] | None = Field(None, description="profile slo-search: the knee, "
+                                           "the bracket and every probe's verdict")
     files: list[str] = Field(default_factory=list, description="files the run wrote")
 
 
@@ -268,7 +270,7 @@ def register(server: MCPServer, manager: RunManager) -> None:
             return out.model_copy(update={
                 "partial": out.partial or bool(data.get("partial")),
                 "simulated": bool(data.get("simulated")), "target": data.get("target") or {},
-                "table": format_table(levels),
+                "table": format_table(levels), "profile": data.get("profile"),
                 "levels": [_level_view(level, histograms) for level in levels]})
         summary = (read_json(manager.run_file(run_id, "summary.json"))
                    if "summary.json" in files else None)

@@ -117,6 +117,7 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
     """The report title and its sections, in reading order."""
     from . import headline, sections
     from .cloudwatch import cloudwatch_section  # they build on this module's blocks
+    from .server_section import knee_section, server_section
 
     run = summary["run"]
     served = list(dict.fromkeys(str(p["checkpoint"]) for p in summary["phases"]
@@ -126,7 +127,8 @@ def build_document(summary: dict) -> tuple[str, list[Section]]:
              *sections.level_tables(summary), sections.turns(summary), sections.workload(summary),
              sections.phases(summary), sections.goodput(summary), sections.fidelity(summary),
              sections.drift(summary), sections.deployment(summary),
-             cloudwatch_section(summary), sections.client(summary),
+             cloudwatch_section(summary), server_section(summary), knee_section(summary),
+             sections.client(summary),
              sections.per_phase_plots(summary), sections.metadata(summary)]
     return f"loadgen report: {name}", [s for s in parts if s.blocks]
 

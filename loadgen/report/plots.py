@@ -295,6 +295,9 @@ def render_figures(summary: dict, phases: Sequence[tuple[str, dict]]) -> dict[st
         plots[f"latency_{metric}"] = latency_plot(phases, metric, title, summary["simulated"])
     for metric, title in LATENCY_PLOTS[:2]:
         plots[f"cdf_{metric}"] = overlaid_cdf_plot(summary, phases, metric, title)
+    from .timeline_plots import render_timeline_figures  # it builds on this module
+
+    plots.update(render_timeline_figures(summary, phases))
     return {key: fig for key, fig in plots.items() if fig is not None}
 
 

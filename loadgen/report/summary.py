@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..record import now_iso
 from ..redact import is_secret_name
 from .. import stats
@@ -36,6 +36,7 @@ from .drift import NOT_MEASURED, drift_check
 from .cost import check_price, cost_per_million_tokens
 from .labels import default_label, parse_labels, unique
 from .workload import describe_workload, output_lengths, pairing_note, study_workload
+from .server_section import knee_of, server_peaks
 
 SCHEMA = "loadgen.summary/1"
 STAT_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "decode_tokens_per_s",
@@ -154,6 +155,8 @@ def _phase(name: str, result: dict, file: str | None, price: float | None) -> di
         "levels": [_level(level, price) for level in sweep_levels(result)],
         "fidelity": _fidelity_scores(fidelity) if fidelity else None,
         "deployment": _flat_facts(result.get("server") or {}),
+        "knee": knee_of(result),
+        "timeline": any(level.get("timeline") for level in sweep_levels(result)),
         "time_to_ready_s": _time_to_ready(result.get("server") or {}),
     }
 
@@ -182,6 +185,7 @@ def _level(level: dict, price: float | None) -> dict:
     out["cloudwatch"] = cloudwatch_level_summary(level.get("cloudwatch"))
     out["cost_per_million_output_tokens"] = cost_per_million_tokens(
         price, level.get("output_tokens_per_s"))
+    out["server"] = server_peaks(level)
     client = level.get("client") or {}
     out["client"] = {"saturated": bool(client.get("saturated")),
                      "warning": client.get("warning"),

@@ -17,6 +17,7 @@ from .schema import (
     FidelitySpec,
     FixedLength,
     Hardware,
+    KneeSpec,
     Measurements,
     Phase,
     PhaseDeployBlock,
@@ -121,11 +122,12 @@ def _check_measurements(block: Block | None, problems: list[Problem]) -> None:
         if not ({"requests", "requests_per_stream", "duration"} & set(sweep.lines)):
             problems.append(Problem(sweep.line, "measurements.sweep: say when each level ends: "
                                                 "requests, requests_per_stream or duration"))
-    enabled = [name for name in ("single_stream", "fixed_length", "sweep", "fidelity")
+    enabled = [name for name in ("single_stream", "fixed_length", "sweep", "fidelity", "knee")
                if (section := block.get(name)) is not None and section.get("enabled", True)]
     if not enabled:
         problems.append(Problem(block.line, "measurements: nothing to measure; add "
-                                            "single_stream, fixed_length, sweep or fidelity"))
+                                            "single_stream, fixed_length, sweep, fidelity "
+                                            "or knee"))
 
 
 def _check_simulate(block: Block | None, phases: list[Block], problems: list[Problem]) -> None:
@@ -154,9 +156,11 @@ def _measurements(block: Block) -> Measurements:
         part = block.get(name)
         return cls(**part.values) if part is not None else cls()
 
+    knee = block.get("knee")  # an SLO search: on when its block is there
     return Measurements(section("single_stream", SingleStream),
                         section("fixed_length", FixedLength), section("sweep", SweepSpec),
-                        section("fidelity", FidelitySpec))
+                        section("fidelity", FidelitySpec),
+                        KneeSpec(**{"enabled": True, **knee.values}) if knee else KneeSpec())
 
 
 def _kind(url: object) -> str | None:

@@ -9,6 +9,7 @@ import re
 from ..bounds import host_problem, input_tokens_problem, output_tokens_problem, shown
 from ..cloudwatch_settings import PUBLISH_FREQUENCIES_S
 from ..errors import ConfigError
+from ..slo import parse_slo
 from ..targetspec import SIMULATOR, target_kind
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # becomes part of a file name
@@ -79,3 +80,11 @@ def non_empty(value: str) -> str | None:
 
 def port_check(value: int) -> str | None:
     return None if 0 <= value < 65536 else f"must be 1-65535 (0: a free port), got {value}"
+
+
+def slo_check(value: str) -> str | None:
+    try:
+        parse_slo(value)
+    except ConfigError as exc:
+        return str(exc).replace("--slo ", "SLO ", 1)
+    return None

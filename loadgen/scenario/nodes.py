@@ -170,6 +170,22 @@ class IntegerList:
 
 
 @dataclass(frozen=True)
+class TextList:
+    """A non-empty list of texts (a bare text is read as a one-item list)."""
+
+    item_check: Check | None = None
+
+    def read(self, ctx: Context, node: Node, where: str) -> Any:
+        items = node.value if isinstance(node, SequenceNode) else [node]
+        if not items:
+            ctx.problem(node, f"{where} is empty: give at least one value")
+            return INVALID
+        values = [Text(self.item_check).read(ctx, item, f"each value of {where}")
+                  for item in items]
+        return INVALID if INVALID in values else tuple(values)
+
+
+@dataclass(frozen=True)
 class Command:
     """A program and its arguments: a list of texts, or one text split as a shell would
     split it (quotes respected, nothing expanded: no variables, no globs)."""

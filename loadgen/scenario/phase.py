@@ -7,7 +7,9 @@ The file (``DIR/phase-<label>.json``) is the results-file dict of ``loadgen swee
     scenario:     run metadata (name, file hash, hardware, price, simulated, ...)
     measurements: {single_stream: level dict,
                    fixed_length: {tokens, repeats, e2e_s: [...], min_s, max_s},
-                   sweep: [level dicts]}
+                   sweep: [level dicts],
+                   knee: [level dicts of the SLO search's probes],
+                   knee_search: the search (loadgen.knee: knee, bracket, probes)}
     fidelity:     the fidelity suite's answers and score
     server:       deployment facts (time to InService, weights, KV cache, ...)
 
@@ -34,11 +36,14 @@ from ..config import RequestOptions
 from ..engine import LevelResult, RunControl
 from ..errors import RunStopped
 from ..fidelity import fidelity_options, run_fidelity
-from ..load import StopRule
+from ..knee import format_knee
+from ..load import ArrivalRate, ConstantConcurrency, StopRule
+from ..measurement import Measurement
 from ..metrics import e2e_ns
 from ..record import now_iso
 from ..results import RunResult, level_to_dict, write_json
 from ..runconfig import RunConfig, build_run
+from ..slo import parse_slo
 from ..status import COMPLETE, FAILED, INTERRUPTED, RUNNING  # noqa: F401 (runner reads them here)
 from ..targets.base import Target, open_target, with_options
 from ..workload.prompts import PromptSource, load_prompt_file
@@ -189,8 +194,11 @@ class Measurer:
 
     def _connections(self) -> int:
         """Connections the phase needs at once: its highest concurrency."""
-        sweep = self.scenario.measurements.sweep
-        return max((1, *sweep.concurrency)) if sweep.enabled else 1
+        sweep, knee = self.scenario.measurements.sweep, self.scenario.measurements.knee
+        most = max((1, *sweep.concurrency)) if sweep.enabled else 1
+        if knee.enabled and not knee.rate_search:  # the most streams the search may probe
+            most = max(most, int(knee.start * 2 ** (knee.max_probes - 1)))
+        return most
 
     async def _level(self, opened: OpenedTarget, concurrency: int, stop: StopRule,
                      output_tokens: int, measurement: str, keep_records: bool = False,
@@ -217,7 +225,8 @@ class Measurer:
             return  # stopped during the preflight: nothing measured, the phase is interrupted
 
     async def _measure_all(self, opened: OpenedTarget) -> None:
-        for step in (self.single_stream, self.fixed_length, self.sweep, self.fidelity):
+        for step in (self.single_stream, self.fixed_length, self.sweep, self.knee,
+                     self.fidelity):
             if self.control.stopped:
                 return
             await step(opened)
@@ -274,6 +283,28 @@ class Measurer:
             self.log(f"concurrency {concurrency}: {_num(level['output_tokens_per_s'])} output "
                      f"tok/s, {level['requests']['completed']} ok / "
                      f"{level['requests']['failed']} failed")
+
+    async def knee(self, opened: OpenedTarget) -> None:
+        """``measurements.knee``: the SLO search (:mod:`loadgen.knee`) on this phase; its
+        probes go to ``measurements.knee``, the search to ``measurements.knee_search``."""
+        spec = self.scenario.measurements.knee
+        if not spec.enabled:
+            return
+        measurement = Measurement(slos=tuple(parse_slo(text) for text in spec.slo),
+                                  profile="slo-search", rate_search=spec.rate_search,
+                                  search_precision=spec.precision, max_probes=spec.max_probes)
+        first = (ArrivalRate(spec.start) if spec.rate_search
+                 else ConstantConcurrency(int(spec.start)))
+        config = dataclasses.replace(
+            self._config(1, StopRule(duration_s=spec.duration, warmup=spec.warmup),
+                         spec.output_tokens, "knee"),
+            loads=(first,), measurement=measurement)
+        result = await run_on(opened, config, control=self.control, log=self.log)
+        search = result.extra.get("profile") or {}
+        self.doc.measurements["knee"] = [level_to_dict(level) for level in result.levels]
+        self.doc.measurements["knee_search"] = search
+        if search:
+            self.log(format_knee(search).splitlines()[0])
 
     async def fidelity(self, opened: OpenedTarget) -> None:
         spec = self.scenario.measurements.fidelity

@@ -15,6 +15,7 @@ from typing import Any
 from ..cloudwatch_settings import EndpointMetricsConfig
 from ..codecs.sagemaker_formats import PAYLOAD_FORMATS
 from ..errors import ConfigError
+from ..measurement import Measurement
 from ..option import OptionField, default
 from ..runconfig import RunConfig, TargetSpec, run_options
 from ..simulator.profile import SimProfile
@@ -30,6 +31,7 @@ from .checks import (
     positive,
     price,
     publish_frequency,
+    slo_check,
     url_check,
 )
 from .nodes import (
@@ -43,6 +45,7 @@ from .nodes import (
     Number,
     Section,
     Text,
+    TextList,
     TextMap,
     WorkerCount,
 )
@@ -119,8 +122,13 @@ SWEEP = Section({"enabled": Boolean(), "concurrency": IntegerList(positive),
                  "duration": Number(positive), "output_tokens": Integer(output_count),
                  "warmup": Integer(non_negative), "workers": WorkerCount()})
 FIDELITY = Section({"enabled": Boolean(), "seed": Integer(), "max_tokens": Integer(output_count)})
+KNEE = Section({"enabled": Boolean(), "slo": TextList(slo_check), "rate_search": Boolean(),
+               "start": Number(positive), "precision": Number(fraction),
+               "max_probes": Integer(positive), "duration": Number(positive),
+               "output_tokens": Integer(output_count), "warmup": Integer(non_negative)},
+              required=("slo",))
 MEASUREMENTS = Section({"single_stream": SINGLE_STREAM, "fixed_length": FIXED_LENGTH,
-                        "sweep": SWEEP, "fidelity": FIDELITY})
+                        "sweep": SWEEP, "fidelity": FIDELITY, "knee": KNEE})
 
 TARGET = Section({  # the run options of the target, ``url`` its URL
     **{f.name: option_reader(f) for f in run_options() if f.part in _TARGET_PARTS},
@@ -243,12 +251,32 @@ class FidelitySpec:
     max_tokens: int = 64
 
 
+_SEARCH = Measurement()  # the search's defaults: --profile slo-search's
+
+
+@dataclass(frozen=True)
+class KneeSpec:
+    """``measurements.knee``: an SLO search per phase (:mod:`loadgen.knee`); on when the
+    block is there. Its defaults are ``--profile slo-search``'s."""
+
+    enabled: bool = False
+    slo: tuple[str, ...] = ()
+    rate_search: bool = _SEARCH.rate_search
+    start: float = 1
+    precision: float = _SEARCH.search_precision
+    max_probes: int = _SEARCH.max_probes
+    duration: float | None = None  # None: each probe runs 4 waves of its concurrency
+    output_tokens: int = 256
+    warmup: int = 0  # requests before each probe, not measured
+
+
 @dataclass(frozen=True)
 class Measurements:
     single_stream: SingleStream = SingleStream()
     fixed_length: FixedLength = FixedLength()
     sweep: SweepSpec = SweepSpec()
     fidelity: FidelitySpec = FidelitySpec()
+    knee: KneeSpec = KneeSpec()
 
 
 # A phase's running server is the run description's TargetSpec (url required by the shape).

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from .plan import Plan
+from .scheduler import Ticket
 from .state import SimState
 
 
@@ -14,9 +15,13 @@ class TokenClock:
 
     Token 0 is due at ``first_due``; token ``k+1`` one ITL after token ``k``'s *due time*
     (not after it was actually written), so timer lateness never accumulates into drift.
+    Each batch takes its KV room from the scheduler first; a preemption shifts the rest
+    of the schedule by the time it cost.
     """
 
-    def __init__(self, state: SimState, plan: Plan, first_due: float) -> None:
+    def __init__(self, state: SimState, plan: Plan, first_due: float,
+                 ticket: Ticket | None = None) -> None:
+        self._ticket = ticket
         self._state = state
         self._profile = state.profile
         self._rng = plan.rng
@@ -54,5 +59,7 @@ class TokenClock:
                 due += self._interval() + (stall_s if end == stall_before else 0.0)
                 if due > now or end - start >= max_batch or end == cut:
                     break
+            if self._ticket is not None:  # None: outside the scheduler (tests of the clock)
+                due += await self._state.scheduler.grow(self._ticket, end - start)
             yield start, end
             start = end

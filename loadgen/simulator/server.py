@@ -143,6 +143,8 @@ class _Handlers:
                 if self.profile.prefix_caching:
                     req = replace(req, cached_tokens=self.state.prefix_cache.match(
                         req.prompt_full, req.prompt_tokens))
+                    self.state.prefix_queries += req.prompt_tokens
+                    self.state.prefix_hits += req.cached_tokens or 0
                 plan = self._plan(req, number)
             except HttpError as err:
                 return _error_response(entry, err.status, err.message, err.err_type, err.param)
@@ -168,14 +170,13 @@ class _Handlers:
                     entry: RequestLogEntry) -> web.StreamResponse:
         """Non-streamed: generate on the same clock, then send the whole body at once."""
         state = self.state
-        async with state.slot(req.prompt_tokens, entry):
-            clock = TokenClock(state, plan, _first_due(state, req, plan))
+        async with state.slot(req.prompt_tokens, entry) as ticket:
+            clock = TokenClock(state, plan, _first_due(state, req, plan), ticket)
             stall_before = plan.fault_at if plan.fault == FAULT_STALL else -1
             async for start, end in clock.batches(plan.tokens, plan.tokens,
                                                   stall_before=stall_before,
                                                   stall_s=self.profile.stall_s):
                 entry.tokens += end - start
-                state.kv_tokens += end - start
         if plan.fault == FAULT_DISCONNECT:
             entry.tokens = 0  # generated, never sent
             _drop_connection(request)
@@ -227,8 +228,8 @@ class _Stream:
         plan, state = self.plan, self.state
         disconnect_at = plan.fault_at if plan.fault == FAULT_DISCONNECT else -1
         try:
-            async with state.slot(self.req.prompt_tokens, self.entry):
-                clock = TokenClock(state, plan, _first_due(state, self.req, plan))
+            async with state.slot(self.req.prompt_tokens, self.entry) as ticket:
+                clock = TokenClock(state, plan, _first_due(state, self.req, plan), ticket)
                 if disconnect_at == 0:
                     _drop_connection(self.request)
                     return response
@@ -270,10 +271,14 @@ class _Stream:
             state.ttft_histogram.observe((now_ns - entry.received_ns) / 1e9)
         await response.write(payload)
         count = end - start
-        entry.last_write_ns = now_ns
         entry.tokens += count
+        if start and entry.last_write_ns:  # once per batch: its gap per token it carried
+            state.itl_histogram.observe((now_ns - entry.last_write_ns) / 1e9 / count)
+        entry.last_write_ns = now_ns
         state.tokens_sent += count
-        state.kv_tokens += count
         state.bytes_sent += len(payload)
         if end == self.plan.tokens:
             state.e2e_histogram.observe((now_ns - entry.received_ns) / 1e9)
+            if end > 1:
+                state.tpot_histogram.observe((now_ns - entry.first_content_write_ns) / 1e9
+                                             / (end - 1))

@@ -7,7 +7,6 @@ One :class:`SimState` per running server (no globals), read by ``/sim/stats``,
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections import Counter, OrderedDict, deque
@@ -18,6 +17,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .profile import SimProfile
+from .scheduler import KvScheduler, Ticket
 
 LOG_SIZE = 10_000
 _LABELS = ("model_name", "engine")
@@ -74,24 +74,23 @@ class PrefixCache:
 
 
 class SimState:
-    """Counters, the running/waiting slot pool, the request log and /metrics."""
+    """Counters, the scheduler (running/waiting/KV), the request log and /metrics."""
 
     def __init__(self, profile: SimProfile, log_size: int = LOG_SIZE) -> None:
         self.profile = profile
         self.requests_received = 0
         self.requests_finished = 0
-        self.running = 0
-        self.waiting = 0
+        self.scheduler = KvScheduler(profile)
         self.tokens_sent = 0
         self.bytes_sent = 0
         self.prompt_tokens = 0
-        self.kv_tokens = 0  # prompt + generated tokens of the running requests
+        self.prefix_queries = 0  # prompt tokens looked up in the prefix cache
+        self.prefix_hits = 0  # of which found there
         self.faults: Counter[str] = Counter()
         # GET /v1/models (a client's preflight) and GET /metrics, counted by path.
         self.reads: Counter[str] = Counter()
         self.prefix_cache = PrefixCache(profile.block_size, profile.num_gpu_blocks)
         self.log: deque[RequestLogEntry] = deque(maxlen=log_size)
-        self._slots = asyncio.Semaphore(profile.max_num_seqs)
         self._registry = CollectorRegistry(auto_describe=True)
         self._registry.register(_LiveCollector(self))
         labels = (profile.model, "0")
@@ -101,6 +100,13 @@ class SimState:
         self.e2e_histogram = Histogram(
             "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
             _LABELS, registry=self._registry).labels(*labels)
+        self.itl_histogram = Histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            _LABELS, registry=self._registry).labels(*labels)
+        self.tpot_histogram = Histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            _LABELS, registry=self._registry).labels(*labels)
         self.queue_histogram = Histogram(
             "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase.",
             _LABELS, registry=self._registry).labels(*labels)
@@ -109,30 +115,32 @@ class SimState:
         self.requests_received += 1
         return self.requests_received
 
-    @asynccontextmanager
-    async def slot(self, prompt_tokens: int, entry: RequestLogEntry) -> AsyncIterator[None]:
-        """Hold one of ``max_num_seqs`` running slots; wait in FIFO order for it.
+    @property
+    def running(self) -> int:
+        return self.scheduler.running
 
-        While held, the request's prompt and generated tokens (``entry.tokens``, which
-        the caller also adds to ``kv_tokens``) count as KV-cache in use.
-        """
-        self.waiting += 1
+    @property
+    def waiting(self) -> int:
+        return self.scheduler.waiting
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.scheduler.kv_tokens
+
+    @asynccontextmanager
+    async def slot(self, prompt_tokens: int, entry: RequestLogEntry) -> AsyncIterator[Ticket]:
+        """Run as one of the scheduler's requests (:mod:`.scheduler`): wait for a slot and
+        KV room for the prompt, hold them, leave. The caller grows the ticket with each
+        generated token (:meth:`KvScheduler.grow`, which may preempt it)."""
+        ticket = Ticket(prompt_tokens)
         queued_at = time.perf_counter()
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
+        await self.scheduler.admit(ticket)
         self.queue_histogram.observe(time.perf_counter() - queued_at)
-        self.running += 1
         self.prompt_tokens += prompt_tokens
-        self.kv_tokens += prompt_tokens
-        tokens_before = entry.tokens
         try:
-            yield
+            yield ticket
         finally:
-            self.running -= 1
-            self.kv_tokens -= prompt_tokens + entry.tokens - tokens_before
-            self._slots.release()
+            self.scheduler.leave(ticket)
 
     def finish(self, entry: RequestLogEntry) -> None:
         """Record a request that left the server (completed, failed or abandoned)."""
@@ -195,7 +203,15 @@ class _LiveCollector:
         info.add_metric([str(profile.block_size), "auto", str(profile.num_gpu_blocks), "0",
                          profile.model], 1.0)
         yield info
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)
+        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                      state.scheduler.preemptions)
+        if profile.prefix_caching:
+            yield counter("vllm:prefix_cache_queries",
+                          "Prefix cache queries, in terms of number of queried tokens.",
+                          state.prefix_queries)
+            yield counter("vllm:prefix_cache_hits",
+                          "Prefix cache hits, in terms of number of cached tokens.",
+                          state.prefix_hits)
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
                       state.prompt_tokens)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.",

@@ -6,10 +6,14 @@
   the gauges are what the sampler records.
 - :func:`fetch_server_facts`: KV-cache capacity (and max concurrency on new
   versions) for the results file's ``server`` key.
-- :class:`ServerMetricsSampler`: during a run, scrapes running/waiting requests
-  and KV-cache usage every ``interval_s`` seconds, alongside the load. Memory
-  stays bounded: when ``max_samples`` is reached, every other sample is dropped
-  and the sampling stride doubles (summaries still see every scrape).
+- :class:`ServerMetricsSampler`: during a run, scrapes ``/metrics`` every ``interval_s``
+  seconds alongside the load, reading it in our names (:mod:`.metric_names`, one table
+  for every vLLM version): running/waiting requests and KV-cache usage as read;
+  preemptions, prompt and generation tokens as rates per second; the prefix-cache hit
+  rate (hits / queries); and, over the level, the request histograms vLLM keeps
+  (server-side TTFT, TPOT, ITL, e2e, queue time). Memory stays bounded: when
+  ``max_samples`` is reached, every other sample is dropped and the sampling stride
+  doubles (summaries still see every scrape).
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ from yarl import URL
 
 from ..errors import LoadgenError, TargetError, one_line
 from .facts import ServerFacts
+from .metric_names import read_scrape
 
-SERIES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc")
+# The sampled series (samples columns): gauges as read, counters as rates per second.
+SERIES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
+          "preemptions_per_s", "generation_tokens_per_s", "prompt_tokens_per_s",
+          "prefix_cache_hit_rate")
+# Request-level histograms whose level totals are kept (server-side TTFT, TPOT, ...).
+HISTOGRAMS = ("ttft", "tpot", "itl", "e2e", "queue_time")
 
 # ---------------------------------------------------------------------------
 # Prometheus text -> facts and gauges (pure: no I/O)
@@ -164,7 +174,7 @@ async def fetch_server_facts(url: str, *, timeout_s: float = 10.0) -> dict[str, 
 
 
 class _Series:
-    """Running max/mean of one gauge over every scrape (not just the kept samples)."""
+    """Running max/mean of one series over every scrape (not just the kept samples)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -183,11 +193,45 @@ class _Series:
         return {"max": self.max, "mean": round(mean, 4) if mean is not None else None}
 
 
+def _rate(now: dict, before: dict | None, name: str, seconds: float) -> float | None:
+    """A counter's increase per second between two scrapes (None: absent, or reset)."""
+    if before is None or seconds <= 0 or name not in now or name not in before:
+        return None
+    increase = now[name] - before[name]
+    return round(increase / seconds, 3) if increase >= 0 else None
+
+
+def _hit_rate(now: dict, before: dict | None) -> float | None:
+    """Prefix-cache hits / queries between two scrapes (None: no queries)."""
+    if before is None:
+        return None
+    try:
+        queries = now["prefix_cache_queries"] - before["prefix_cache_queries"]
+        hits = now["prefix_cache_hits"] - before["prefix_cache_hits"]
+    except KeyError:
+        return None
+    return round(hits / queries, 4) if queries > 0 and hits >= 0 else None
+
+
+def series_of(values: dict, before: dict | None, seconds: float) -> dict[str, float | None]:
+    """One row of the sampled series: gauges as read, counters as rates since ``before``."""
+    return {
+        "num_requests_running": values.get("requests_running"),
+        "num_requests_waiting": values.get("requests_waiting"),
+        "kv_cache_usage_perc": values.get("kv_cache_usage"),
+        "preemptions_per_s": _rate(values, before, "preemptions", seconds),
+        "generation_tokens_per_s": _rate(values, before, "generation_tokens", seconds),
+        "prompt_tokens_per_s": _rate(values, before, "prompt_tokens", seconds),
+        "prefix_cache_hit_rate": _hit_rate(values, before),
+    }
+
+
 class ServerMetricsSampler:
     """Scrape a vLLM server's /metrics every ``interval_s`` until cancelled.
 
-    ``await sampler.run()`` in a task next to the load; cancel it when the level
-    ends, then ``sampler.snapshot()``. Scrape errors are counted, never raised.
+    ``await sampler.run()`` in a task next to the load; cancel it when the level ends,
+    ``await sampler.finish()`` (one last scrape, so the level's totals reach its end), then
+    ``sampler.snapshot()``. Scrape errors are counted, never raised.
     """
 
     def __init__(
@@ -203,12 +247,13 @@ class ServerMetricsSampler:
         self.scrapes = 0
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
-        self.kv_cache_metric: str | None = None
+        self.families: dict[str, str] = {}  # our name -> the vLLM family that carried it
+        self.raw: dict[str, float] = {}  # unknown vllm:* families, last scrape
         self._stride = 1  # keep every stride-th scrape as a sample
         self._samples: dict[str, list] = {"t_s": [], **{name: [] for name in SERIES}}
         self._series = {name: _Series() for name in SERIES}
-        self._preemptions_first: float | None = None
-        self._preemptions_last: float | None = None
+        self._first: tuple[float, dict] | None = None  # (t_s, values) of the first scrape
+        self._last: tuple[float, dict] | None = None
 
     async def run(self) -> None:
         self.start_ns = time.perf_counter_ns()
@@ -222,6 +267,14 @@ class ServerMetricsSampler:
                 tick = max(tick + 1, int(elapsed / self.interval_s) + 1)
                 await asyncio.sleep(max(0.0, tick * self.interval_s - elapsed))
 
+    async def finish(self) -> None:
+        """One last scrape at the level's end (the periodic one may be up to a tick old)."""
+        if self.start_ns is None:
+            return
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            await self._scrape(session)
+
     async def _scrape(self, session: aiohttp.ClientSession) -> None:
         assert self.start_ns is not None
         t_s = (time.perf_counter_ns() - self.start_ns) / 1e9
@@ -232,22 +285,24 @@ class ServerMetricsSampler:
             self.errors[name] = self.errors.get(name, 0) + 1
             self.last_error = one_line(f"{name}: {err}", 200)
             return
-        self._record(round(t_s, 3), load_gauges(metrics))
+        self._record(round(t_s, 3), read_scrape(metrics))
 
-    def _record(self, t_s: float, gauges: dict[str, Any]) -> None:
-        if gauges["kv_cache_metric"]:
-            self.kv_cache_metric = gauges["kv_cache_metric"]
-        preemptions = gauges["num_preemptions"]
-        if preemptions is not None:
-            if self._preemptions_first is None:
-                self._preemptions_first = preemptions
-            self._preemptions_last = preemptions
+    def _record(self, t_s: float, reading: dict[str, Any]) -> None:
+        values = reading["values"]
+        self.families.update(reading["families"])
+        self.raw = reading["raw"]
+        before = self._last
+        row = series_of(values, before[1] if before else None,
+                        t_s - before[0] if before else 0.0)
+        self._last = (t_s, values)
+        if self._first is None:
+            self._first = self._last
         for name in SERIES:
-            self._series[name].add(gauges[name])
+            self._series[name].add(row[name])
         if self.scrapes % self._stride == 0:
             self._samples["t_s"].append(t_s)
             for name in SERIES:
-                self._samples[name].append(gauges[name])
+                self._samples[name].append(row[name])
             if len(self._samples["t_s"]) >= self.max_samples:
                 self._downsample()
         self.scrapes += 1
@@ -257,11 +312,27 @@ class ServerMetricsSampler:
             del values[1::2]
         self._stride *= 2
 
+    def totals(self) -> dict[str, Any]:
+        """Counter increases and request histograms from the first to the last scrape."""
+        if self._first is None or self._last is None:
+            return {}
+        (t0, first), (t1, last) = self._first, self._last
+        out: dict[str, Any] = {"seconds": round(t1 - t0, 3)}
+        for name in ("preemptions", "prompt_tokens", "generation_tokens"):
+            if name in first and name in last and last[name] >= first[name]:
+                out[name] = last[name] - first[name]
+        for name in ("prompt_tokens", "generation_tokens"):
+            if name in out and t1 > t0:
+                out[f"{name}_per_s"] = round(out[name] / (t1 - t0), 3)
+        out["prefix_cache_hit_rate"] = _hit_rate(last, first)
+        out["histograms"] = {name: last[name].minus(first.get(name)).summary_ms()
+                             for name in HISTOGRAMS if name in last}
+        return out
+
     def snapshot(self) -> dict[str, Any]:
-        """JSON-able: the kept samples (columns), per-gauge max/mean over all scrapes, errors."""
-        preempted = None
-        if self._preemptions_first is not None and self._preemptions_last is not None:
-            preempted = self._preemptions_last - self._preemptions_first
+        """JSON-able: the kept samples (columns), per-series max/mean over all scrapes,
+        the level's totals, which vLLM names were read, errors."""
+        totals = self.totals()
         return {
             "url": self.url,
             "interval_s": self.interval_s,
@@ -270,8 +341,11 @@ class ServerMetricsSampler:
             "sample_every": self._stride,
             "errors": dict(self.errors),
             "last_error": self.last_error,
-            "kv_cache_metric": self.kv_cache_metric,
+            "kv_cache_metric": self.families.get("kv_cache_usage"),
+            "families": dict(self.families),
             "samples": {name: list(values) for name, values in self._samples.items()},
             "summary": {name: series.summary() for name, series in self._series.items()},
-            "preemptions": preempted,
+            "preemptions": totals.get("preemptions"),
+            "totals": totals,
+            "raw": dict(self.raw),
         }

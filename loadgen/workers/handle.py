@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from ..errors import LoadgenError, TargetError
+from ..load import Load, StopRule
 from .payload import LevelReport
 
 
@@ -28,9 +29,12 @@ class WorkerHandle(Protocol):
 
     async def start(self) -> dict[str, Any]: ...
 
-    async def warm_up(self, level: int, start_ns: int | None) -> None: ...
+    # The parent's plan picks each level: its load and stop rule go with the command.
+    async def warm_up(self, level: int, start_ns: int | None, load: Load,
+                      stop: StopRule) -> None: ...
 
-    async def measure(self, level: int, start_ns: int) -> LevelReport: ...
+    async def measure(self, level: int, start_ns: int, load: Load,
+                      stop: StopRule) -> LevelReport: ...
 
     def started_in_level(self) -> int: ...  # measured requests started in the running level
 

@@ -105,7 +105,7 @@ class WorkerPool:
         start = self._start_ns() if stop.warmup else None
         workers = self.alive()
         outcomes = await asyncio.gather(
-            *(h.warm_up(index, None if start is None else start + h.clock_offset_ns)
+            *(h.warm_up(index, None if start is None else start + h.clock_offset_ns, load, stop)
               for h in workers), return_exceptions=True)
         self._note_deaths(workers, outcomes)
         workers = self.alive()
@@ -118,7 +118,7 @@ class WorkerPool:
             handle.on_report = exporting.take if exporting else None
         try:
             outcomes = await asyncio.gather(
-                *(h.measure(index, start + h.clock_offset_ns) for h in workers),
+                *(h.measure(index, start + h.clock_offset_ns, load, stop) for h in workers),
                 return_exceptions=True)
         finally:
             if ticker is not None:

@@ -8,7 +8,8 @@ loop (uvloop when ``loadgen[fast]`` is installed) and talks to the parent over o
 ``multiprocessing`` Connection on a socket pair, off the hot path:
 
     parent -> child   (RunConfig, Share, keep_records, start-count FD) first, then
-                      ("warm_up", level, start_ns) | ("measure", level, start_ns)
+                      ("warm_up", level, start_ns, load, stop) |
+                      ("measure", level, start_ns, load, stop)
                       | ("stop",) | ("quit",)
     child -> parent   ("ready", info) | ("failed", message: it could not open its target,
                       warm up or measure) | ("warm",)
@@ -36,6 +37,7 @@ from ..engine import Share
 from ..errors import LoadgenError, one_line
 from ..runconfig import RunConfig
 from .handle import WorkerDied, WorkerFailed
+from ..load import Load, StopRule
 from .payload import LevelReport
 from .starts import StartCount
 from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
@@ -96,10 +98,10 @@ async def _serve(worker: WorkerEngine, conn: Connection) -> None:
         while (command := await commands.get())[0] != "quit":
             try:
                 if command[0] == "warm_up":
-                    await worker.warm_up(command[1], command[2])
+                    await worker.warm_up(*command[1:])
                     conn.send(("warm",))
                 elif command[0] == "measure":
-                    conn.send(("level", await _measure(worker, conn, command[1], command[2])))
+                    conn.send(("level", await _measure(worker, conn, *command[1:])))
             except LoadgenError as exc:  # the target cannot take the level: one line
                 conn.send(("failed", str(exc)))
             except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
@@ -109,8 +111,8 @@ async def _serve(worker: WorkerEngine, conn: Connection) -> None:
         await worker.close()
 
 
-async def _measure(worker: WorkerEngine, conn: Connection, level: int,
-                   start_ns: int) -> LevelReport:
+async def _measure(worker: WorkerEngine, conn: Connection, level: int, start_ns: int,
+                   load: Load, stop: StopRule) -> LevelReport:
     """Measure a level while a side task reports progress every half second."""
 
     async def report_progress() -> None:
@@ -126,7 +128,7 @@ async def _measure(worker: WorkerEngine, conn: Connection, level: int,
 
     reporter = asyncio.ensure_future(report_progress())
     try:
-        return await worker.measure(level, start_ns)
+        return await worker.measure(level, start_ns, load, stop)
     finally:
         reporter.cancel()
 
@@ -200,13 +202,15 @@ class ProcessWorker:
                 self.process.wait()
 
     # -- levels -------------------------------------------------------------------------
-    async def warm_up(self, level: int, start_ns: int | None) -> None:
-        await self._call(("warm_up", level, start_ns))
+    async def warm_up(self, level: int, start_ns: int | None, load: Load,
+                      stop: StopRule) -> None:
+        await self._call(("warm_up", level, start_ns, load, stop))
 
-    async def measure(self, level: int, start_ns: int) -> LevelReport:
+    async def measure(self, level: int, start_ns: int, load: Load,
+                      stop: StopRule) -> LevelReport:
         self.latest = self.latest_full = None
         self._starts_before = self.starts.value  # nothing measured runs between levels
-        return (await self._call(("measure", level, start_ns)))[1]
+        return (await self._call(("measure", level, start_ns, load, stop)))[1]
 
     def started_in_level(self) -> int:
         """Measured requests this worker started in the running level, exact even after

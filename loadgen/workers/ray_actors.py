@@ -24,6 +24,7 @@ from ..engine import Share
 from ..errors import ConfigError, TargetError, one_line
 from ..runconfig import RunConfig
 from .handle import WorkerDied, WorkerFailed
+from ..load import Load, StopRule
 from .payload import LevelReport
 from .worker import HISTOGRAMS_EVERY_S, PROGRESS_EVERY_S, WorkerEngine
 
@@ -72,11 +73,13 @@ class RayWorker:
     def clock(self) -> int:
         return time.perf_counter_ns()
 
-    async def warm_up(self, level: int, start_ns: int | None) -> None:
-        await self.engine.warm_up(level, start_ns)
+    async def warm_up(self, level: int, start_ns: int | None, load: Load,
+                      stop: StopRule) -> None:
+        await self.engine.warm_up(level, start_ns, load, stop)
 
-    async def measure(self, level: int, start_ns: int) -> LevelReport:
-        return await self.engine.measure(level, start_ns)
+    async def measure(self, level: int, start_ns: int, load: Load,
+                      stop: StopRule) -> LevelReport:
+        return await self.engine.measure(level, start_ns, load, stop)
 
     def report(self, with_histograms: bool) -> LevelReport | None:
         return self.engine.report(with_histograms)
@@ -127,15 +130,17 @@ class RayWorkerHandle:
         assert best is not None
         return best
 
-    async def warm_up(self, level: int, start_ns: int | None) -> None:
-        await self._call(self.actor.warm_up.remote(level, start_ns))
+    async def warm_up(self, level: int, start_ns: int | None, load: Load,
+                      stop: StopRule) -> None:
+        await self._call(self.actor.warm_up.remote(level, start_ns, load, stop))
 
-    async def measure(self, level: int, start_ns: int) -> LevelReport:
+    async def measure(self, level: int, start_ns: int, load: Load,
+                      stop: StopRule) -> LevelReport:
         self.latest = self.latest_full = None
         done = asyncio.Event()
         poller = asyncio.ensure_future(self._poll(done))
         try:
-            report = await self._call(self.actor.measure.remote(level, start_ns))
+            report = await self._call(self.actor.measure.remote(level, start_ns, load, stop))
         finally:
             # A report taken from the actor carries export rows it sends only once: let a
             # call under way finish rather than cancel it.

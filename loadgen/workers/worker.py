@@ -19,6 +19,7 @@ import time
 from .. import engine
 from ..engine import LevelRun, RequestIds, RunControl, Share
 from ..export import Interval, IntervalCutter, RequestRows
+from ..load import Load, StopRule
 from ..metrics import LevelMetrics
 from ..runconfig import RunConfig
 from ..slo import SLOCounts
@@ -89,17 +90,22 @@ class WorkerEngine:
         """Stop the run: no new request starts; in-flight ones are cancelled (incomplete)."""
         self.how.control.stop()
 
-    async def warm_up(self, level: int, start_ns: int | None) -> None:
-        """Open this worker's connections for the level, then send its warm-up share."""
-        part = worker_level(self.config.loads[level], self.config.stop, self.share)
+    async def warm_up(self, level: int, start_ns: int | None, load: Load,
+                      stop: StopRule) -> None:
+        """Open this worker's connections for level ``level`` (``load``, ending by
+        ``stop``: the parent's plan chooses them), then send its warm-up share."""
+        part = worker_level(load, stop, self.share)
         if part is not None:
             load, stop = part
             await engine.warm_up(self._target, load, stop, self.config.prompts, self.how,
                                  start_ns=start_ns)
 
-    async def measure(self, level: int, start_ns: int) -> LevelReport:
-        """This worker's share of level ``level``, from ``start_ns`` (this process's clock)."""
-        part = worker_level(self.config.loads[level], self.config.stop, self.share)
+    async def measure(self, level: int, start_ns: int, load: Load,
+                      stop: StopRule) -> LevelReport:
+        """This worker's share of level ``level`` (``load``, ending by ``stop``), from
+        ``start_ns`` (this process's clock)."""
+        whole = load
+        part = worker_level(load, stop, self.share)
         if part is None:
             return LevelReport.of(self.share.index, LevelMetrics(), with_histograms=True,
                                   start_ns=start_ns, end_ns=start_ns, final=True, idle=True)
@@ -108,14 +114,14 @@ class WorkerEngine:
         self.started = 0
         self._slo = SLOCounts(self.how.slos) if self.how.slos else None
         if self.rows is not None:
-            self.rows.begin_level(level + 1, self.config.loads[level])
+            self.rows.begin_level(level + 1, whole)
         if self.cutter is not None:
             self.cutter.begin(start_ns)  # every worker's intervals: the same schedule
         try:
             result = await engine.measure(self._target, load, stop, self.config.prompts,
                                           self.how, start_ns=start_ns, metrics=self._metrics,
                                           slo=self._slo, on_progress=self._note_progress,
-                                          whole=self.config.loads[level],
+                                          whole=whole,
                                           watchers=(self.cutter,) if self.cutter else ())
         finally:
             self._metrics, self._slo = None, None
