@@ -37,7 +37,6 @@ from ..errors import AwsError, ConfigError
 from ..runconfig import default
 from ..vllm.facts import ServerFacts, facts_from_log_file, parse_startup_log
 from ..vllm.facts_table import format_facts_table
-from ..vllm.server_metrics import fetch_server_facts
 from .common import one_line_errors
 
 AWS_OPTIONS = (
@@ -368,6 +367,8 @@ def facts(log_file: str | None, endpoint_name: str | None, url: str | None, stat
     elif endpoint_name is not None:
         found = endpoint_facts_now(endpoint_name, region=region, endpoint_url=endpoint_url)
     else:
+        from ..vllm.server_metrics import fetch_server_facts  # aiohttp: only when used
+
         found = ServerFacts(**asyncio.run(fetch_server_facts(url)))
     if found.is_empty():
         _say("no vLLM startup facts found (is this a vLLM log, and did the server get past loading?)")
