@@ -168,12 +168,18 @@ def timeline_section(client: dict[str, Any], **sources: int | None) -> dict[str,
     """The level's ``timeline``: the client's rows plus ``sources``, one entry per server
     series (keyword = the level's key holding it, value = that series' own start in
     ``perf_counter_ns``): ``offset_s`` is what to add to the series' ``t_s`` to place it on
-    the client's axis. Series from other sources (e.g. CloudWatch) add an entry here."""
-    t0 = client.get("t0_ns")
-    client["sources"] = {name: {"offset_s": round((start - t0) / 1e9, 6)}
-                         for name, start in sources.items()
-                         if start is not None and t0 is not None}
+    the client's axis. Series that arrive later (CloudWatch) are added by :func:`add_source`."""
+    client["sources"] = {}
+    for name, start_ns in sources.items():
+        add_source(client, name, start_ns)
     return client
+
+
+def add_source(timeline: dict[str, Any] | None, name: str, start_ns: int | None) -> None:
+    """Place the level's series ``name`` (starting at ``start_ns``) on ``timeline``."""
+    t0 = (timeline or {}).get("t0_ns")
+    if start_ns is not None and t0 is not None:
+        timeline.setdefault("sources", {})[name] = {"offset_s": round((start_ns - t0) / 1e9, 6)}
 
 
 def _at(column: list, k: int) -> Any:

@@ -155,6 +155,9 @@ def test_a_level_fetches_exactly_the_published_datapoints(aws, tmp_path):
     assert level["requests"]["completed"] == 4
     cw = level["cloudwatch"]
     assert cw["status"] == "complete" and cw["endpoint"] == "openai" and cw["period_s"] == 10
+    # The series sits on the level's timeline, counted from the level's start.
+    offset = (cw["t0_ns"] - level["timeline"]["t0_ns"]) / 1e9
+    assert level["timeline"]["sources"]["cloudwatch"]["offset_s"] == pytest.approx(offset, abs=1e-6)
     m = cw["metrics"]
     assert m["ModelLatency"]["values"] == [200.0] and m["ModelLatency"]["samples"] == [2]
     assert m["ModelLatency"]["level"] == {"mean_ms": 200.0, "p50_ms": None, "max_ms": 300.0,

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from ..errors import LoadgenError
 from ..runconfig import CloudWatchSettings
+from ..timeline import add_source
 from .cloudwatch import (
     Window,
     get_metric_data,
@@ -175,6 +176,7 @@ class LevelMetricsFetcher:
                                 "expected_invocations": level.metrics.counts.completed,
                                 "client_means_ms": list(level_client_means(level)),
                                 "t0_ns": level.start_ns}
+            add_source(level.timeline, "cloudwatch", level.start_ns)
             return
         deadline = level.end_ns / 1e9 + self.settings.wait_s  # perf_counter = monotonic here
         task = asyncio.ensure_future(asyncio.to_thread(
@@ -198,6 +200,7 @@ class LevelMetricsFetcher:
             # they start (perf_counter_ns, the clock of the client's rows).
             section["t0_ns"] = level.start_ns
             level.cloudwatch = section
+            add_source(level.timeline, "cloudwatch", level.start_ns)
         self._pending.clear()
 
     def stop(self) -> None:
