@@ -13,11 +13,18 @@ from .load import Load
 from .runconfig import RunConfig
 from .targets.base import Target
 from .timeline import ClientTimeline, timeline_section
-from .vllm.server_metrics import ServerMetricsSampler
-from .measurement import Exports
 
 if TYPE_CHECKING:
+    from .measurement import Exports
     from .workers import WorkerPool
+
+
+def _sampler(url: str, interval_s: float):
+    """vLLM's /metrics sampler (imported here: aiohttp loads only when a level samples,
+    so ``import loadgen`` and ``loadgen --help`` stay light)."""
+    from .vllm.server_metrics import ServerMetricsSampler
+
+    return ServerMetricsSampler(url, interval_s)
 
 
 async def measure_level(target: Target, load: Load, sample_url: str | None,
@@ -31,7 +38,7 @@ async def measure_level(target: Target, load: Load, sample_url: str | None,
         level = await run_level(target, load, watchers=watchers, sinks=sinks, **kwargs)
         level.timeline = timeline_section(timeline.snapshot(level.end_ns))
         return level
-    sampler = ServerMetricsSampler(sample_url, interval_s)
+    sampler = _sampler(sample_url, interval_s)
     level = await run_level(target, load, watchers=(sampler, *watchers), sinks=sinks, **kwargs)
     await sampler.finish()
     level.server = sampler.snapshot()
@@ -48,7 +55,7 @@ async def measure_on_workers(pool: WorkerPool, index: int, load: Load, config: R
     ``exports``); the parent samples the server's /metrics meanwhile."""
     if sample_url is None:
         return await pool.level(index, load, config.stop, control, on_progress, exports)
-    sampler = ServerMetricsSampler(sample_url, config.server_metrics_interval_s or 1.0)
+    sampler = _sampler(sample_url, config.server_metrics_interval_s or 1.0)
     # Not a TaskGroup: a worker's one-line error (WorkerFailed) must reach the CLI as
     # itself, not wrapped in an ExceptionGroup.
     watcher = asyncio.ensure_future(sampler.run())
