@@ -12,7 +12,7 @@ from .engine import RunControl  # noqa: E402
 from .load import ArrivalRate, ConstantConcurrency, StopRule  # noqa: E402
 from .measurement import Measurement  # noqa: E402
 from .record import Prompt, RequestRecord  # noqa: E402
-from .results_types import Level, Requests, Results, Stats, load_results  # noqa: E402
+from .results import Level, Requests, Results, Stats, load_results  # noqa: E402
 from .runconfig import RunConfig, TargetConfig  # noqa: E402
 from .workload.prompts import PromptSource  # noqa: E402
 from .workload.settings import WorkloadSettings  # noqa: E402

@@ -25,8 +25,7 @@ from .load import ArrivalRate, ConstantConcurrency, Load, StopRule
 from .measure import measure_level, measure_on_workers
 from .measurement import Measurement
 from .record import now_iso
-from .results import RunResult
-from .results_types import Results
+from .results import Results
 from .runconfig import SIMULATOR, CloudWatchSettings, RunConfig, TargetConfig, Workers, build_run
 from .run_target import OpenedTarget, open_for_runs
 from .saturation import level_plan, plan_loads
@@ -79,7 +78,7 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
                 keep_records: bool = False,
                 on_progress: Callable[[Load, dict], None] | None = None,
                 on_level: Callable[[LevelResult], None] | None = None,
-                on_start: Callable[[RunResult], None] | None = None,
+                on_start: Callable[[Results], None] | None = None,
                 server_metrics_interval_s: float | None = _UNSET,
                 workers: Workers = _UNSET, ray: str | None = None,
                 config: RunConfig | None = None, log: Callable[[str], None] | None = None,
@@ -123,11 +122,9 @@ async def sweep(target: str | Target | None = None, *, loads: Sequence[Load] = (
         if given:
             raise ConfigError(f"pass either config=RunConfig(...) or {', '.join(given)}, "
                               "not both")
-    result = await run_config(config, target=given_object, out=out, control=control,
-                              keep_records=keep_records, on_progress=on_progress,
-                              on_level=on_level, on_start=on_start, log=log)
-    return Results.from_dict(result.to_dict(), [level.records for level in result.levels],
-                             result.path, result.write_error)
+    return await run_config(config, target=given_object, out=out, control=control,
+                            keep_records=keep_records, on_progress=on_progress,
+                            on_level=on_level, on_start=on_start, log=log)
 
 
 async def run_config(config: RunConfig, *, target: Target | None = None,
@@ -135,12 +132,12 @@ async def run_config(config: RunConfig, *, target: Target | None = None,
                      keep_records: bool = False,
                      on_progress: Callable[[Load, dict], None] | None = None,
                      on_level: Callable[[LevelResult], None] | None = None,
-                     on_start: Callable[[RunResult], None] | None = None,
-                     log: Callable[[str], None] | None = None) -> RunResult:
+                     on_start: Callable[[Results], None] | None = None,
+                     log: Callable[[str], None] | None = None) -> Results:
     """Run ``config`` (see :func:`sweep`; ``config.target.url`` None: the built-in
     simulator); ``target``: an already built Target to use instead of ``config.target`` (one
-    process only: workers build their own from the URL). Returns the run with its
-    :class:`LevelResult` objects (``sweep`` turns it into typed :class:`Results`)."""
+    process only: workers build their own from the URL). Returns the run's :class:`Results`
+    (each level's ``measured``: the engine's :class:`LevelResult`)."""
     if out is not None:
         check_writable(out)
         _check_distinct(out, config.measurement)
@@ -201,8 +198,8 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
                  keep_records: bool = False,
                  on_progress: Callable[[Load, dict], None] | None = None,
                  on_level: Callable[[LevelResult], None] | None = None,
-                 on_start: Callable[[RunResult], None] | None = None,
-                 log: Callable[[str], None] | None = None) -> RunResult:
+                 on_start: Callable[[Results], None] | None = None,
+                 log: Callable[[str], None] | None = None) -> Results:
     """Run ``config``'s levels on a target already opened (:func:`open_for_runs`, with
     the run's request options): :func:`run_config` without the preflight and the server
     facts, which ``opened`` has. With ``config.workers`` > 1 (or Ray) the workers still
@@ -226,14 +223,17 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             stack.callback(control.on_stop(pool.stop))
         exports = stack.enter_context(  # after the preflight
             config.measurement.open_exports(log or _to_stderr))
-        result = RunResult(target=opened.target.describe(), levels=[], started_at=now_iso(),
-                           simulated=opened.simulated, server=dict(opened.server))
-        result.extra["workload"] = {**workload.describe(
+        levels: list[LevelResult] = []
+        extra: dict[str, Any] = {"workload": {**workload.describe(
             prompts if isinstance(prompts, PromptSource) else None),
-            **config.measurement.describe()}
-        result.extra["worker_choice"] = choice.to_dict()
+            **config.measurement.describe()}, "worker_choice": choice.to_dict()}
         if pool is not None:
-            result.extra["workers"] = pool.describe()
+            extra["workers"] = pool.describe()
+        # The run so far: its results are rebuilt (and the file rewritten) after each level.
+        so_far = functools.partial(Results.of_run, started_at=now_iso(),
+                                   simulated=opened.simulated, server=dict(opened.server))
+        target = opened.target.describe()  # as the preflight left it (the end's: below)
+        result = so_far(target=target, levels=levels, extra=extra)
         sample_url = opened.metrics_url if config.server_metrics_interval_s else None
         cloudwatch = level_metrics_fetcher(opened.target.describe(), config.cloudwatch, control)
         stream = PromptStream(prompts)
@@ -259,38 +259,37 @@ async def run_on(opened: OpenedTarget, config: RunConfig, *,
             if pool is not None:
                 level = await measure_on_workers(pool, index, load, config, sample_url, control,
                                                  progress, exports)
-                result.extra["workers"] = pool.describe()
+                extra["workers"] = pool.describe()
             else:
                 level = await measure(opened.target, load, on_progress=progress)
             exports.end_level()
             if cloudwatch is not None:
                 cloudwatch.start(level)  # in the background: the next level goes on
-            result.levels.append(level)
-            result.partial = True  # until the run has ended: a file written now is not complete
+            levels.append(level)
             plan.measured(level)
             if hasattr(plan, "describe"):  # a search: where it stands, in the file
-                result.extra["profile"] = plan.describe()
+                extra["profile"] = plan.describe()
             if exports.sinks:
-                result.extra["exports"] = exports.describe()
+                extra["exports"] = exports.describe()
             if out is not None and rewritable(out):  # a device or FIFO gets one document
-                result.save(out)
+                # partial until the run has ended: a file written now is not complete
+                result = so_far(target=target, levels=levels, extra=extra,
+                                partial=True).save(out, after=result)
             if on_level:
                 on_level(level)
         if hasattr(plan, "describe"):  # how the search ended (it decided after the last level)
-            result.extra["profile"] = plan.describe()
+            extra["profile"] = plan.describe()
         exports.close()  # its last writes can fail too: the results file says so
         if exports.sinks:
-            result.extra["exports"] = exports.describe()
+            extra["exports"] = exports.describe()
         stopped = control.stopped  # a Ctrl-C while CloudWatch is awaited cuts only that wait
         if cloudwatch is not None:
             await cloudwatch.finish(log)
-        result.target = opened.target.describe()
-        result.finished_at = now_iso()
-        result.partial = (stopped or plan.next_level(len(result.levels)) is not None
-                          or any(level.partial for level in result.levels))
-        if out is not None:
-            result.save(out)
-        return result
+        partial = (stopped or plan.next_level(len(levels)) is not None
+                   or any(level.partial for level in levels))
+        ended = so_far(target=opened.target.describe(), levels=levels, extra=extra,
+                       finished_at=now_iso(), partial=partial)
+        return ended.save(out, after=result) if out is not None else ended
 
 
 async def run(target: str | Target | None = None, *, load: Load | None = None,

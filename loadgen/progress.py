@@ -13,20 +13,26 @@ from typing import Any, Callable, TextIO
 
 from .engine import LevelResult
 from .load import Load, StopRule
-from .results import RunResult, error_kinds
+from .results import Results
 
 
-def run_header(result: RunResult) -> str:
+def run_header(result: Results) -> str:
     """``http://host:8000  model=m`` (SIMULATED when it is the built-in simulator), then
     how many processes generate the load and why."""
     title = result.target.get("url") or result.target.get("endpoint") or ""
     if result.simulated:
         title = f"built-in simulator (SIMULATED) {title}"
     header = f"{title}  model={result.target.get('model')}"
-    choice = result.extra.get("worker_choice")
+    choice = result.data.get("worker_choice")
     if choice:
         header += f"\nworkers: {choice['workers']} ({choice['reason']})"
     return header
+
+
+def error_kinds(errors: dict[str, int]) -> str:
+    """``http_500×3 timeout×1``, most frequent first; ``-`` when there were none."""
+    ranked = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))
+    return " ".join(f"{kind}×{count}" for kind, count in ranked) or "-"
 
 
 def level_line(index: int, total: int, level: LevelResult) -> str:

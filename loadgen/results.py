@@ -1,29 +1,38 @@
-"""Results: the JSON file other tools rely on, and the table printed for people.
+"""The results file and :class:`Results`, its one typed, read-only form.
 
-Field names are part of the public contract (README, "Results file").
+A run builds its :class:`Results` from the engine's levels (:meth:`Results.of_run`), saves it
+(:meth:`Results.save`) and returns it; :meth:`Results.load` reads a file back (also an older
+one). ``Results.data`` is the file, byte for byte; the typed fields are views of it:
+
+    result = loadgen.load_results("results.json")
+    result.levels[0].ttft_ms.p99          # a Stats; every metric of loadgen.metrics.ALL_METRICS
+    result.levels[0].requests.errors      # {"http_500": 3}
+    result.levels[0].histogram("itl_ms")  # the HdrHistogram, to merge or re-percentile
+
+Field names are part of the public contract: README, "Results file", checked against
+:data:`RESULTS_KEYS` and :data:`LEVEL_KEYS` by a test. The table printed for people is
+``loadgen.cli.table``.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import orjson
+from hdrh.histogram import HdrHistogram
 
 from ._version import __version__
 from .atomic import write_atomic
 from .engine import LevelResult
-from .errors import LoadgenError
-from .metrics import (
-    ALL_METRICS,
-    FEW_SAMPLES_MARK,
-    FEW_SAMPLES_NOTE,
-    LevelMetrics,
-    few_samples,
-)
+from .errors import ConfigError, LoadgenError
+from .metrics import ALL_METRICS, LevelMetrics, decode_histogram
+from .record import RequestRecord
 from .timefmt import stamp
 
 HISTOGRAM_UNITS = {name: "milli_tokens_per_s" if name == "decode_tokens_per_s" else "us"
@@ -129,192 +138,233 @@ def _turn_to_dict(turn: int, metrics: LevelMetrics) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class RunResult:
-    """What a run measured; :meth:`to_dict` is exactly the results file."""
-
-    target: dict[str, Any]
-    levels: list[LevelResult]
-    started_at: str
-    finished_at: str | None = None
-    partial: bool = False
-    simulated: bool = False
-    server: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    # Where :meth:`save` last wrote the file, and why that is not the asked-for path (if not).
-    path: Path | None = None
-    write_error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"loadgen_version": __version__, "target": self.target,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "partial": self.partial, "simulated": self.simulated, "server": self.server,
-                "levels": [level_to_dict(level) for level in self.levels], **self.extra}
-
-    def write(self, path: str | os.PathLike) -> Path:
-        return write_json(path, self.to_dict())
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the results file to ``path``; if that fails, to a fallback file instead.
-
-        A failed write must not lose a run: the results then go to the working directory
-        (else the temp directory), :attr:`write_error` says why, and later saves of this run
-        keep going to the fallback file. Returns (and sets :attr:`path` to) where it wrote.
-        """
-        if self.write_error is None:
-            try:
-                self.path = self.write(path)
-                return self.path
-            except OSError as exc:
-                self.write_error = f"cannot write {path} ({exc.strerror or exc})"
-                self.path = None
-        if self.path is not None:
-            return self.write(self.path)
-        name = f"loadgen-results-{stamp()}-{os.getpid()}.json"
-        for directory in (Path.cwd(), Path(tempfile.gettempdir())):
-            try:
-                self.path = self.write(directory / name)
-                return self.path
-            except OSError:
-                continue
-        raise LoadgenError(f"{self.write_error}, nor in {Path.cwd()} or "
-                           f"{tempfile.gettempdir()}: results lost")
-
-
 def write_json(path: str | os.PathLike, data: Any) -> Path:
     """Atomic write (temp file + rename): a crash never leaves half a results file."""
     return write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 |
                                            orjson.OPT_SERIALIZE_NUMPY))
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+# The results file's keys (README, "Results file"; a test checks the README names each).
+# Top level: the run; then what a run adds when it applies (workers, a profile, exports).
+RESULTS_KEYS = ("loadgen_version", "target", "started_at", "finished_at", "partial",
+                "simulated", "server", "levels", "workers", "worker_choice", "workload",
+                "profile", "exports")
+# One level: as :func:`level_to_dict` writes it, plus one entry per metric (ALL_METRICS).
+LEVEL_KEYS = ("load", "requests", "duration_s", "output_tokens", "input_tokens",
+              "input_tokens_estimated", "server_input_tokens", "input_token_mismatches",
+              "cached_input_tokens", "output_tokens_per_s", "requests_per_s",
+              "tokens_estimated_requests", "histogram_clamped_values", "goodput", "ramp_up",
+              "turns", "histograms", "histogram_units", "client", "connections", "partial",
+              "server_metrics", "cloudwatch", "timeline", "workers")
 
 
-TABLE_COLUMNS = ("load", "ok/fail", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms",
-                 "ITL p50 ms", "ITL p99 ms", "decode tok/s p50", "errors")
+@dataclass(frozen=True)
+class Stats:
+    """Summary of one metric over a level, in the metric's unit (ms or tok/s); None when empty."""
+
+    count: int
+    min: float | None
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Stats:
+        data = data or {}
+        return cls(int(data.get("count") or 0), *(data.get(k) for k in
+                                                  ("min", "mean", "p50", "p90", "p99", "max")))
 
 
-def error_kinds(errors: dict[str, int]) -> str:
-    """``http_500×3 timeout×1``, most frequent first; ``-`` when there were none."""
-    ranked = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))
-    return " ".join(f"{kind}×{count}" for kind, count in ranked) or "-"
+@dataclass(frozen=True)
+class Requests:
+    completed: int
+    failed: int
+    incomplete: int
+    dropped: int
+    errors: dict[str, int]  # failures by type
+    error_messages: dict[str, list[str]]  # the first distinct messages per type
+    # Why some incomplete requests are (besides a stop): {"worker_died": n}.
+    incomplete_reasons: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Requests:
+        return cls(data.get("completed", 0), data.get("failed", 0), data.get("incomplete", 0),
+                   data.get("dropped", 0), dict(data.get("errors") or {}),
+                   {k: list(v) for k, v in (data.get("error_messages") or {}).items()},
+                   dict(data.get("incomplete_reasons") or {}))
 
 
-def load_label(load: dict[str, Any]) -> str:
-    if load["mode"] == "trace":
-        return f"trace x{load['speedup']:g}"
-    return (f"c={load['concurrency']}" if load["mode"] == "concurrency"
-            else f"{load['arrival']} {load['rate']:g}/s")
+@dataclass(frozen=True)
+class Level:
+    """One measured load level. ``level.<metric>`` (e.g. ``level.ttft_ms``) is ``stats[metric]``."""
+
+    load: dict[str, Any]
+    requests: Requests
+    duration_s: float
+    output_tokens: int
+    output_tokens_per_s: float
+    requests_per_s: float
+    partial: bool
+    stats: dict[str, Stats]  # every metric in the file, by name
+    client: dict[str, Any]  # the client self-check (CPU, event-loop lag, warning)
+    data: dict[str, Any] = field(repr=False, compare=False)  # the level as in the file
+    # From a run in this process only (never in the file): the engine's LevelResult
+    # (histograms, clocks, records), and its raw request records (keep_records=True).
+    measured: LevelResult | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def records(self) -> list[RequestRecord] | None:
+        return self.measured.records if self.measured is not None else None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], measured: LevelResult | None = None) -> Level:
+        names = [m for m in ALL_METRICS if m in data] + [
+            m for m in data if m not in ALL_METRICS and _is_stats(data[m])]
+        return cls(load=dict(data.get("load") or {}),
+                   requests=Requests.from_dict(data.get("requests") or {}),
+                   duration_s=data.get("duration_s", 0.0),
+                   output_tokens=data.get("output_tokens", 0),
+                   output_tokens_per_s=data.get("output_tokens_per_s", 0.0),
+                   requests_per_s=data.get("requests_per_s", 0.0),
+                   partial=bool(data.get("partial")),
+                   stats={m: Stats.from_dict(data[m]) for m in names},
+                   client=dict(data.get("client") or {}), data=data, measured=measured)
+
+    def __getattr__(self, name: str) -> Stats:
+        stats = self.__dict__.get("stats") or {}
+        if name in stats:
+            return stats[name]
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    def histogram(self, metric: str) -> HdrHistogram:
+        """The level's HdrHistogram of ``metric`` (units: ``data["histogram_units"]``)."""
+        encoded = (self.data.get("histograms") or {}).get(metric)
+        if encoded is None:
+            raise KeyError(f"no {metric} histogram in this level")
+        return decode_histogram(encoded)
 
 
-# With SLOs: goodput (req/s of requests meeting every per-request SLO) and whether the
-# level met its percentile SLOs.
-GOODPUT_COLUMNS = ("good req/s", "good %", "pctl SLOs")
+def _is_stats(value: Any) -> bool:
+    return isinstance(value, dict) and "count" in value and "p50" in value
 
 
-def _goodput_cells(goodput: dict | None) -> tuple[str, ...]:
-    if goodput is None:
-        return ("-", "-", "-")
-    fraction = goodput["good_fraction"]
-    met = goodput["percentile_slos_met"]
-    return (_fmt(goodput["requests_per_s"], 2), _fmt(None if fraction is None else 100 * fraction),
-            "-" if met is None else ("met" if met else "MISSED"))
+@dataclass(frozen=True)
+class Results:
+    """A whole run: target, times, and its levels in the order they ran."""
+
+    target: dict[str, Any]
+    started_at: str | None
+    finished_at: str | None
+    partial: bool
+    simulated: bool
+    levels: tuple[Level, ...]
+    data: dict[str, Any] = field(repr=False, compare=False)  # the results file as a dict
+    # Where the run wrote its file (None: not written), and why not to the asked-for path.
+    path: Path | None = field(default=None, compare=False)
+    write_error: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def of_run(cls, *, target: dict[str, Any], levels: Sequence[LevelResult], started_at: str,
+               finished_at: str | None = None, partial: bool = False, simulated: bool = False,
+               server: dict[str, Any] | None = None,
+               extra: Mapping[str, Any] | None = None) -> Results:
+        """What a run measured so far: the results file of these levels, then ``extra``
+        (workload, workers, profile, exports; a scenario phase's own keys)."""
+        data = {"loadgen_version": __version__, "target": target, "started_at": started_at,
+                "finished_at": finished_at, "partial": partial, "simulated": simulated,
+                "server": server if server is not None else {},
+                "levels": [level_to_dict(level) for level in levels], **(extra or {})}
+        return cls.from_dict(data, measured=levels)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], measured: Sequence[LevelResult] = (),
+                  path: Path | None = None, write_error: str | None = None) -> Results:
+        levels = data.get("levels") or []
+        per_level = list(measured) + [None] * (len(levels) - len(measured))
+        return cls(target=dict(data.get("target") or {}), started_at=data.get("started_at"),
+                   finished_at=data.get("finished_at"), partial=bool(data.get("partial")),
+                   simulated=bool(data.get("simulated")),
+                   levels=tuple(Level.from_dict(lv, m) for lv, m in zip(levels, per_level)),
+                   data=data, path=path, write_error=write_error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results file's content (a copy: these objects stay read-only)."""
+        return copy.deepcopy(self.data)
+
+    def save(self, path: str | os.PathLike, after: Results | None = None) -> Results:
+        """Write the results file to ``path``; if that fails, to a fallback file instead.
+        Returns these results with :attr:`path` (where it wrote) and :attr:`write_error`.
+
+        A failed write must not lose a run: the results then go to the working directory
+        (else the temp directory), ``write_error`` says why, and later saves of the run
+        (``after``: its previous save) keep going to that fallback file.
+        """
+        error = after.write_error if after is not None else None
+        if error is None:
+            try:
+                return dataclasses.replace(self, path=write_json(path, self.data))
+            except OSError as exc:
+                error = f"cannot write {path} ({exc.strerror or exc})"
+        elif after.path is not None:
+            return dataclasses.replace(self, path=write_json(after.path, self.data),
+                                       write_error=error)
+        name = f"loadgen-results-{stamp()}-{os.getpid()}.json"
+        for directory in (Path.cwd(), Path(tempfile.gettempdir())):
+            try:
+                return dataclasses.replace(self, path=write_json(directory / name, self.data),
+                                           write_error=error)
+            except OSError:
+                continue
+        raise LoadgenError(f"{error}, nor in {Path.cwd()} or {tempfile.gettempdir()}: "
+                           "results lost")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Results:
+        """Read a results file written by ``loadgen run/sweep`` or :func:`loadgen.sweep`
+        (a scenario's phase file too: its sweep is its levels)."""
+        path = Path(path)
+        data = read_results_file(path)
+        if not isinstance(data.get("levels"), list):
+            raise ConfigError(f"{path}: not a loadgen results file (no \"levels\" list)")
+        return cls.from_dict(data, path=path)
 
 
-def _p99(stats: dict, digits: int = 1) -> str:
-    """A p99 cell, marked when it comes from too few samples (see metrics.few_samples)."""
-    text = _fmt(stats["p99"], digits)
-    return text + FEW_SAMPLES_MARK if few_samples(stats, "p99") else text
+# A results file has levels; a scenario's phase file also (or only) measurements or fidelity.
+RESULT_FILE_KEYS = ("levels", "measurements", "fidelity")
 
 
-def table_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    with_slos = any(lv.get("goodput") for lv in levels)
-    rows = []
-    for lv in levels:
-        req = lv["requests"]
-        ok = f"{req['completed']}/{req['failed']}"
-        if req["incomplete"] or req["dropped"]:
-            ok += f" (+{req['incomplete']} inc, {req['dropped']} drop)"
-        rows.append((load_label(lv["load"]), ok, _fmt(lv["output_tokens_per_s"]),
-                     _fmt(lv["requests_per_s"], 2),
-                     _fmt(lv["ttft_ms"]["p50"]), _p99(lv["ttft_ms"]),
-                     _fmt(lv["itl_ms"]["p50"], 2), _p99(lv["itl_ms"], 2),
-                     _fmt(lv["decode_tokens_per_s"]["p50"]), error_kinds(req["errors"]))
-                    + (_goodput_cells(lv.get("goodput")) if with_slos else ()))
-    return rows
+def read_results_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The one reader of results files (runs, sweeps, scenario phases): the JSON object,
+    or a one-line :class:`ConfigError` saying what is wrong with the file."""
+    data = read_json_object(path)
+    if not is_results(data):
+        raise ConfigError(f"{path}: not a loadgen results file (no levels, measurements or "
+                          "fidelity)")
+    return data
 
 
-# The server's own peaks over each level (vLLM /metrics), when it exposes them.
-SERVER_COLUMNS = {"KV peak %": ("kv_cache_usage_perc", 100.0),
-                  "waiting peak": ("num_requests_waiting", 1.0)}
+def is_results(data: Any) -> bool:
+    return isinstance(data, dict) and any(key in data for key in RESULT_FILE_KEYS)
 
 
-def _server_cells(levels: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    """``KV peak %``, ``waiting peak`` and ``preempt`` (preemptions during the level),
-    each only when some level's server exposed it."""
-    def peak(lv: dict, series: str) -> float | None:
-        summary = (lv.get("server_metrics") or {}).get("summary") or {}
-        return (summary.get(series) or {}).get("max")
-
-    header: list[str] = [name for name, (series, _) in SERVER_COLUMNS.items()
-                         if any(peak(lv, series) is not None for lv in levels)]
-    with_preempt = any((lv.get("server_metrics") or {}).get("preemptions") is not None
-                       for lv in levels)
-    rows = []
-    for lv in levels:
-        cells = []
-        for name in header:
-            series, scale = SERVER_COLUMNS[name]
-            value = peak(lv, series)
-            cells.append(_fmt(None if value is None else value * scale, 1 if scale > 1 else 0))
-        if with_preempt:
-            cells.append(_fmt((lv.get("server_metrics") or {}).get("preemptions"), 0))
-        rows.append(tuple(cells))
-    return tuple(header) + (("preempt",) if with_preempt else ()), rows
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """A JSON file holding an object (a results file, a report's summary.json), or a
+    one-line :class:`ConfigError`."""
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: not a readable JSON file ({exc.strerror or exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object (a loadgen results file)")
+    return data
 
 
-TURN_COLUMNS = ("load", "turn", "ok/fail", "in tok/req", "TTFT p50 ms", "TTFT p99 ms",
-                "ITL p50 ms", "e2e p50 ms")
-
-
-def turn_rows(levels: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    """Multi-turn runs (--turns): one row per level and turn number (the results' ``turns``)."""
-    rows = []
-    for lv in levels:
-        for turn in lv.get("turns") or ():
-            done = turn["completed"] + turn["failed"] + turn["incomplete"]
-            rows.append((load_label(lv["load"]), str(turn["turn"]),
-                         f"{turn['completed']}/{turn['failed']}",
-                         _fmt(turn["input_tokens"] / done if done else None, 0),
-                         _fmt(turn["ttft_ms"]["p50"]), _p99(turn["ttft_ms"]),
-                         _fmt(turn["itl_ms"]["p50"], 2), _fmt(turn["e2e_ms"]["p50"])))
-    return rows
-
-
-def _aligned(header: tuple[str, ...], body: list[tuple[str, ...]]) -> list[str]:
-    rows = [header, *body]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w)
-                       in enumerate(zip(row, widths))) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
-
-
-def format_table(levels: list[dict[str, Any]], workload: str | None = None) -> str:
-    """Plain-text table, one row per level; the header names each column's statistic and unit,
-    and the line above it the workload (loadgen.report.workload.describe_workload).
-    A multi-turn run adds a table per turn number (input grows with the history)."""
-    header = TABLE_COLUMNS + (GOODPUT_COLUMNS if any(lv.get("goodput") for lv in levels) else ())
-    server_header, server_rows = _server_cells(levels)
-    header += server_header
-    body = [row + extra for row, extra in zip(table_rows(levels), server_rows)]
-    turns = turn_rows(levels)
-    lines = _aligned(header, body)
-    if workload:
-        lines.insert(0, f"Workload: {workload}")
-    if turns:
-        lines += ["", "per turn:", *_aligned(TURN_COLUMNS, turns)]
-    if any(cell.endswith(FEW_SAMPLES_MARK) for row in body + turns for cell in row):
-        lines.append(FEW_SAMPLES_NOTE)
-    return "\n".join(lines)
+def load_results(path: str | os.PathLike) -> Results:
+    """:meth:`Results.load` (``loadgen.load_results``)."""
+    return Results.load(path)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from loadgen.cli.main import cli
 from loadgen.metrics import P99_MIN_SAMPLES
-from loadgen.results import TABLE_COLUMNS, format_table
+from loadgen.report.table import TABLE_COLUMNS, format_table
 from tests.helpers.report_fixtures import make_level
 
 RUN_GROUPS = ("Target:", "Load (per level):", "Requests:",

@@ -17,8 +17,7 @@ and those below it):
 4. measuring: machine, gcpolicy, cloudwatch_settings, metrics, stats, slo, selfcheck,
    load, workload, export, measurement, fidelity_tokens
 5. engine
-6. run description and results: runconfig, saturation, results, results_types,
-   progress
+6. run description and results: runconfig, saturation, results, progress
 7. what runs next to a target: vllm, simulator, aws, servers, fidelity, fidelity_sim
 8. workers
 9. the API: api, run_target

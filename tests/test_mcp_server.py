@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from loadgen.cli.main import cli
 from loadgen.mcp.options import ServerOptions
 from loadgen.mcp.redact import scrub, secret_values
-from loadgen.results import format_table
+from loadgen.report.table import format_table
 from loadgen.simulator import SimProfile
 from tests.helpers.mcp_session import (
     call,

@@ -42,7 +42,7 @@ def test_actors_count_exactly_keep_the_schedule_and_name_their_nodes(ray_cluster
         assert level["requests"]["completed"] == 11 and level["output_tokens"] == 44
         assert decode_histogram(level["histograms"]["e2e_ms"]).get_total_count() == 11
         assert [w["node"] for w in level["workers"]] == [os.uname().nodename] * 2
-    closed, opened = data["levels"][0]["workers"], result.levels[1]
+    closed, opened = data["levels"][0]["workers"], result.levels[1].measured
     assert [w["completed"] for w in closed] == [7, 4]  # 2 and 1 streams
     intended = sorted(r.intended_ns - opened.start_ns for r in opened.records)
     assert intended == list(itertools.islice(rate.offsets_ns(), 11))

@@ -17,7 +17,7 @@ from loadgen.load import ConstantConcurrency, StopRule
 from loadgen.report.files import report_file
 from loadgen.report.summary import build_summary
 from loadgen.report.timeline_plots import render_timeline_figures
-from loadgen.results import format_table
+from loadgen.report.table import format_table
 from loadgen.simulator import SimProfile
 from loadgen.workload.settings import WorkloadSettings
 

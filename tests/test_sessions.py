@@ -16,7 +16,7 @@ import loadgen
 from loadgen.cli.main import cli
 from loadgen.report.markdown import render_markdown
 from loadgen.report.summary import build_summary
-from loadgen.results import format_table
+from loadgen.report.table import format_table
 from loadgen.simulator import SimProfile
 from loadgen.workload.tokenizer import estimate_tokens
 

@@ -148,7 +148,7 @@ def test_open_loop_schedule_over_workers_is_the_one_process_schedule(sim_url):
                            prompts=PromptSource(8, 3), workers=workers,
                            server_metrics_interval_s=None)
         result = asyncio.run(loadgen.api.run_config(config, keep_records=True))
-        level = result.levels[0]
+        level = result.levels[0].measured
         records = sorted(level.records, key=lambda r: r.intended_ns)
         return ([r.intended_ns - level.start_ns for r in records],
                 [r.request_id for r in records], [r.output_tokens for r in records])
@@ -404,7 +404,7 @@ def test_closed_loop_ramp_up_over_workers_excludes_what_one_process_excludes(sta
         level = result.to_dict()["levels"][0]
         assert level["ramp_up"] == {"seconds": 0.3, "excluded_requests": 4}, workers
         assert level["requests"]["completed"] == 8 and level["output_tokens"] == 16
-        lv = result.levels[0]
+        lv = result.levels[0].measured
         # The measured window opens when the ramp ends, and no measured request was due
         # before that.
         assert min(r.intended_ns for r in lv.records) >= lv.start_ns
@@ -417,7 +417,7 @@ def test_open_loop_ramp_up_over_workers_is_the_one_process_ramped_schedule(sim_u
     schedule = list(itertools.islice(ramped(load.offsets_ns(), ramp_ns), 15))
     offsets = {}
     for workers in (1, 2):
-        lv = _ramped_run(sim_url, load, stop, workers).levels[0]
+        lv = _ramped_run(sim_url, load, stop, workers).levels[0].measured
         # 20/s ramping over 0.5 s: 5 arrivals in the ramp, excluded; then 10 measured.
         assert lv.ramp_excluded == 5 and lv.metrics.counts.completed == 10
         t0 = lv.start_ns - ramp_ns

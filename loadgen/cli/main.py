@@ -18,10 +18,9 @@ from ..api import sweep as api_sweep
 from ..engine import RunControl
 from ..errors import RunStopped
 from ..load import waves_warning
-from ..progress import PlainProgress, make_progress, run_header
 from ..knee import format_knee
-from ..results import RunResult, error_kinds, format_table
-from ..results_types import Results
+from ..progress import PlainProgress, error_kinds, make_progress, run_header
+from ..results import Results
 from ..runconfig import RunConfig, build_run
 from ..saturation import level_plan
 from ..timefmt import stamp
@@ -68,7 +67,7 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     progress = (PlainProgress(levels, diagnostic, level_lines=False) if quiet
                 else make_progress(levels, stop, sys.stderr, diagnostic))
 
-    def started(result: RunResult) -> None:
+    def started(result: Results) -> None:
         echo(run_header(result))
         progress.start()
 
@@ -87,6 +86,7 @@ async def _run_command(config: RunConfig, kw: dict[str, Any]) -> None:
     finally:
         progress.close()
     data = result.to_dict()
+    from ..report.table import format_table
     from ..report.workload import describe_workload
 
     echo(format_table(data["levels"], workload=describe_workload(data)))

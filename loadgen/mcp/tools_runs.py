@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import ConfigError
 from ..report.files import read_json
-from ..results import format_table
+from ..report.table import format_table
 from .loadrun import LoadRequest, in_run_directory, measure, with_cloudwatch_endpoint
 from .runs import (
     CANCELLED,

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from ..atomic import write_atomic
 from ..errors import ConfigError
+from ..results import is_results, read_json_object, read_results_file
 from .compare import DEFAULT_DRIFT_TOLERANCE
 from .csv_export import fidelity_csv, levels_csv
 from .html import render_html
@@ -24,7 +25,6 @@ from .summary import build_summary, ordered_phases
 SUMMARY_FILE = "summary.json"
 PLOTS_DIR = "plots"  # beside report.html: every plot as PNG and SVG
 REPORT_FORMATS = ("md", "html", "json", "csv")
-_RESULT_KEYS = ("levels", "measurements", "fidelity")
 
 
 @dataclass(frozen=True)
@@ -43,28 +43,8 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not a readable JSON file ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object (a loadgen results file)")
-    return data
-
-
-def is_results(data: dict) -> bool:
-    return isinstance(data, dict) and any(key in data for key in _RESULT_KEYS)
-
-
-def read_results(path: Path) -> dict:
-    data = read_json(path)
-    if not is_results(data):
-        raise ConfigError(f"{path}: not a loadgen results file (no levels, measurements or "
-                          "fidelity)")
-    return data
+read_json = read_json_object  # the results module's readers: one wording for every file
+read_results = read_results_file
 
 
 def load_results_dir(directory: Path) -> tuple[list[dict], list[str], dict | None]:

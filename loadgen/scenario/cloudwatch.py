@@ -36,7 +36,7 @@ def phase_settings(scenario: Scenario, phase: Phase) -> CloudWatchSettings:
 def _pending(doc: "PhaseDoc") -> list[tuple[Callable[[dict], None], dict]]:
     """(where to put the fetched section, the pending section) of every level of the phase."""
     found: list[tuple[Callable[[dict], None], dict]] = []
-    for level in doc.run.levels:  # the sweep's LevelResults
+    for level in doc.levels:  # the sweep's LevelResults
         cw = getattr(level, "cloudwatch", None)
         if cw and cw.get("status") == "pending":
             found.append((lambda section, level=level: setattr(level, "cloudwatch", section), cw))

@@ -41,7 +41,7 @@ from ..load import ArrivalRate, ConstantConcurrency, StopRule
 from ..measurement import Measurement
 from ..metrics import e2e_ns
 from ..record import now_iso
-from ..results import RunResult, level_to_dict, write_json
+from ..results import Results, level_to_dict, write_json
 from ..runconfig import RunConfig, build_run
 from ..slo import parse_slo
 from ..status import COMPLETE, FAILED, INTERRUPTED, RUNNING  # noqa: F401 (runner reads them here)
@@ -71,15 +71,21 @@ def is_complete(data: dict | None) -> bool:
 
 
 class PhaseDoc:
-    """The phase file being built: a results file (:attr:`run`: target, ``server``, the
-    sweep as its levels) followed by the phase's own keys (:attr:`data`: phase, scenario,
-    measurements, fidelity, simulation, deployment, ...); :meth:`save` writes it atomically."""
+    """The phase file being built: a results file (:class:`~loadgen.results.Results`:
+    :attr:`target`, :attr:`server`, the sweep's :attr:`levels`) followed by the phase's own
+    keys (:attr:`data`: phase, scenario, measurements, fidelity, simulation, deployment, ...);
+    :meth:`save` writes it atomically."""
 
     def __init__(self, path: Path, phase: Phase, run_info: dict) -> None:
         self.path = path
-        self.run = RunResult(target={}, levels=[], started_at=now_iso(), partial=True,
-                             simulated=bool(run_info.get("simulated")))
-        self.data: dict[str, Any] = self.run.extra
+        self.target: dict[str, Any] = {}
+        self.levels: list[LevelResult] = []  # the sweep's
+        self.server: dict[str, Any] = {}  # the results file's (deployment and /metrics facts)
+        self.simulated = bool(run_info.get("simulated"))
+        self.started_at = now_iso()
+        self.finished_at: str | None = None
+        self.partial = True
+        self.data: dict[str, Any] = {}
         self.data.update({
             "phase": {"label": phase.label, "checkpoint": phase.checkpoint, "model": phase.model,
                       "order_index": phase.order_index, "status": RUNNING, "error": None,
@@ -113,21 +119,19 @@ class PhaseDoc:
     def measurements(self) -> dict:
         return self.data["measurements"]
 
-    @property
-    def server(self) -> dict[str, Any]:
-        """The results file's ``server`` section (deployment and /metrics facts)."""
-        return self.run.server
-
     def save(self) -> Path:
-        data = self.run.to_dict()
+        data = Results.of_run(target=self.target, levels=self.levels, started_at=self.started_at,
+                              finished_at=self.finished_at, partial=self.partial,
+                              simulated=self.simulated, server=self.server,
+                              extra=self.data).data
         data["measurements"] = {**data["measurements"], "sweep": data["levels"]}
         return write_json(self.path, data)
 
     def finish(self, status: str, error: str | None = None) -> Path:
         phase = self.data["phase"]
         phase["status"], phase["error"] = status, error
-        self.run.finished_at = now_iso()
-        self.run.partial = status != COMPLETE
+        self.finished_at = now_iso()
+        self.partial = status != COMPLETE
         return self.save()
 
 
@@ -207,7 +211,7 @@ class Measurer:
         config = self._config(concurrency, stop, output_tokens, measurement, workers)
         result = await run_on(opened, config, control=self.control, keep_records=keep_records,
                               log=self.log)
-        return result.levels[0] if result.levels else None
+        return result.levels[0].measured if result.levels else None
 
     async def run_all(self) -> None:
         if self.control.stopped:
@@ -217,8 +221,8 @@ class Measurer:
                                      pool_size=self._connections(),
                                      sagemaker_options=self.endpoint.options(),
                                      control=self.control) as opened:
-                self.doc.run.target = opened.target.describe()
-                self.doc.run.simulated |= opened.simulated  # e.g. a loadgen mock-server
+                self.doc.target = opened.target.describe()
+                self.doc.simulated |= opened.simulated  # e.g. a loadgen mock-server
                 self.doc.server.update(opened.server)
                 await self._measure_all(opened)
         except RunStopped:
@@ -230,7 +234,7 @@ class Measurer:
             if self.control.stopped:
                 return
             await step(opened)
-            self.doc.run.target = opened.target.describe()
+            self.doc.target = opened.target.describe()
             self.doc.save()
 
     async def single_stream(self, opened: OpenedTarget) -> None:
@@ -277,7 +281,7 @@ class Measurer:
                                        f"sweep-c{concurrency}", workers=spec.workers)
             if result is None:
                 continue
-            self.doc.run.levels.append(result)
+            self.doc.levels.append(result)
             self.doc.save()
             level = level_to_dict(result)
             self.log(f"concurrency {concurrency}: {_num(level['output_tokens_per_s'])} output "
@@ -300,8 +304,8 @@ class Measurer:
                          spec.output_tokens, "knee"),
             loads=(first,), measurement=measurement)
         result = await run_on(opened, config, control=self.control, log=self.log)
-        search = result.extra.get("profile") or {}
-        self.doc.measurements["knee"] = [level_to_dict(level) for level in result.levels]
+        search = result.data.get("profile") or {}
+        self.doc.measurements["knee"] = result.to_dict()["levels"]
         self.doc.measurements["knee_search"] = search
         if search:
             self.log(format_knee(search).splitlines()[0])

@@ -139,7 +139,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "timeline")),
     ("engine", ("engine",)),
     ("run description and results", ("runconfig", "saturation", "knee", "server_peaks", "results",
-                                     "results_types", "progress")),
+                                     "progress")),
     ("what runs next to a target", ("vllm", "simulator", "aws", "servers", "fidelity",
                                     "fidelity_sim")),
     ("workers", ("workers",)),
