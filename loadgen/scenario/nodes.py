@@ -153,6 +153,16 @@ class WorkerCount:
 # --------------------------------------------------------------------------- collections
 
 
+def _read_items(ctx: Context, node: Node, where: str, item: Any, example: str) -> Any:
+    """A non-empty list read item by item with ``item`` (a bare value is a one-item list)."""
+    items = node.value if isinstance(node, SequenceNode) else [node]
+    if not items:
+        ctx.problem(node, f"{where} is empty: give at least one value{example}")
+        return INVALID
+    values = [item.read(ctx, value, f"each value of {where}") for value in items]
+    return INVALID if INVALID in values else tuple(values)
+
+
 @dataclass(frozen=True)
 class IntegerList:
     """A non-empty list of integers (a bare integer is read as a one-item list)."""
@@ -160,13 +170,7 @@ class IntegerList:
     item_check: Check | None = None
 
     def read(self, ctx: Context, node: Node, where: str) -> Any:
-        items = node.value if isinstance(node, SequenceNode) else [node]
-        if not items:
-            ctx.problem(node, f"{where} is empty: give at least one value, e.g. [1, 4, 16]")
-            return INVALID
-        values = [Integer(self.item_check).read(ctx, item, f"each value of {where}")
-                  for item in items]
-        return INVALID if INVALID in values else tuple(values)
+        return _read_items(ctx, node, where, Integer(self.item_check), ", e.g. [1, 4, 16]")
 
 
 @dataclass(frozen=True)
@@ -176,13 +180,7 @@ class TextList:
     item_check: Check | None = None
 
     def read(self, ctx: Context, node: Node, where: str) -> Any:
-        items = node.value if isinstance(node, SequenceNode) else [node]
-        if not items:
-            ctx.problem(node, f"{where} is empty: give at least one value")
-            return INVALID
-        values = [Text(self.item_check).read(ctx, item, f"each value of {where}")
-                  for item in items]
-        return INVALID if INVALID in values else tuple(values)
+        return _read_items(ctx, node, where, Text(self.item_check), "")
 
 
 @dataclass(frozen=True)
