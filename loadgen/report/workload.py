@@ -9,6 +9,7 @@ from the baseline's by more than ±10 % is flagged.
 
 from __future__ import annotations
 
+from ..workload.prompts import DEFAULT_OUTPUT_TOKENS
 from .compare import dig, sweep_levels
 
 LENGTH_TOLERANCE = 0.10  # MLPerf: output lengths within ±10 %
@@ -52,8 +53,11 @@ def describe_workload(result: dict) -> str:
     elif work.get("trace"):
         source = f"trace {work['trace'].get('path')} x{work['trace'].get('speedup')}"
     output = work.get("output_tokens")
+    if output is None:  # not given: a dataset row's own max_tokens, else the default
+        output = f"per-row (else {DEFAULT_OUTPUT_TOKENS})" if work.get("dataset") or work.get(
+            "trace") else DEFAULT_OUTPUT_TOKENS
     parts = [f"{api} API", f"{work.get('input_tokens', '?')} input tokens",
-             f"{output if output is not None else 'per-row'} output tokens",
+             f"{output} output tokens",
              f"{source} prompts (seed {work.get('seed', '?')})",
              f"{requests} requests completed"]
     if "ignore_eos" in target:
