@@ -58,20 +58,20 @@ def max_output_tokens() -> int:
 
 def input_tokens_problem(value: float, what: str = "--input-tokens") -> str | None:
     """Why ``value`` input tokens is too many (None: it is not)."""
-    limit = max_input_tokens()
-    if value <= limit:
-        return None
-    return (f"{_subject(what)} {value:,.0f} tokens, above the limit of {limit:,} "
-            f"(set {MAX_INPUT_ENV} to allow more)")
+    return _tokens_problem(value, what, MAX_INPUT_ENV)
 
 
 def output_tokens_problem(value: float, what: str = "--output-tokens") -> str | None:
     """Why ``value`` output tokens is too many (None: it is not)."""
-    limit = max_output_tokens()
+    return _tokens_problem(value, what, MAX_OUTPUT_ENV)
+
+
+def _tokens_problem(value: float, what: str, env: str) -> str | None:
+    limit = _limit(env)
     if value <= limit:
         return None
     return (f"{_subject(what)} {value:,.0f} tokens, above the limit of {limit:,} "
-            f"(set {MAX_OUTPUT_ENV} to allow more)")
+            f"(set {env} to allow more)")
 
 
 def _subject(what: str) -> str:

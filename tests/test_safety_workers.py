@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from loadgen.simulator import SimProfile, SimulatorThread
+from tests.helpers.procs import children
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,20 +24,6 @@ def loadgen_cli(*args: str, **popen) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "loadgen.cli", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
-
-
-def children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (Linux /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from loadgen.simulator import SimProfile
 from loadgen.workers.split import worker_level
 from loadgen.workload.prompts import PromptSource
 from loadgen.workload.settings import WorkloadSettings
+from tests.helpers.procs import descendants
 
 pytestmark = pytest.mark.integration  # starts servers, processes or an emulator
 
@@ -195,25 +196,6 @@ def test_a_merged_result_reads_like_a_one_process_result(sim_url, tmp_path):
 # --------------------------------------------------------------------------- stopping, deaths
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -225,7 +207,7 @@ def _alive(pid: int) -> bool:
 def _worker_pids(pid: int) -> set[int]:
     """The worker processes (``python -m loadgen.workers FD``) below ``pid``."""
     found = set()
-    for child in _descendants(pid):
+    for child in descendants(pid):
         try:
             if b"loadgen.workers" in Path(f"/proc/{child}/cmdline").read_bytes():
                 found.add(child)
@@ -275,7 +257,7 @@ def test_a_signal_writes_merged_partial_results_and_leaves_no_process(start_sim,
     url = start_sim(SimProfile(ttft_s=0.01, itl_s=0.01))
     out = tmp_path / "r.json"
     proc, workers = _start(url, out, duration_s=60, output_tokens=40)
-    children = _descendants(proc.pid)
+    children = descendants(proc.pid)
     if signum == signal.SIGINT:
         os.killpg(proc.pid, signum)  # a terminal's Ctrl-C reaches the whole process group
     else:
