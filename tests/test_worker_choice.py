@@ -10,7 +10,7 @@ import pytest
 import loadgen
 from loadgen.load import ArrivalRate, ConstantConcurrency, StopRule
 from loadgen.runconfig import (
-    STREAMS_PER_WORKER, RunConfig, TargetConfig, WorkerChoice, choose_workers, default,
+    STREAMS_PER_WORKER, RunConfig, WorkerChoice, choose_workers, default,
     usable_cores)
 from loadgen.measurement import Measurement
 

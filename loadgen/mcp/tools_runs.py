@@ -5,7 +5,7 @@ runs, ``run_status`` tells how far it is (and, given ``wait_s``, waits for the e
 sending progress notifications to a client that asked for them).
 """
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -146,7 +146,6 @@ def _counts_from_file(manager: RunManager, run_id: str, record: dict) -> dict:
     path = manager.directory_of(run_id) / RESULTS_FILE
     levels = (read_json(manager.run_file(run_id, RESULTS_FILE)).get("levels", [])
               if path.exists() else [])
-    request = record.get("request") or {}
     counts = {"levels_done": len(levels),
               "levels_total": record.get("levels_total") or len(levels)}
     for key in ("completed", "failed", "incomplete", "dropped"):

@@ -13,7 +13,7 @@ column per phase, the workload, then the details (loadgen.report.sections).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..metrics import FEW_SAMPLES_MARK, few_samples
 

@@ -9,7 +9,6 @@ without one, a prompt is about one token per word and its count is an estimate.
 
 from __future__ import annotations
 
-import collections
 import functools
 import hashlib
 import itertools
